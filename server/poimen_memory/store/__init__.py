@@ -1,0 +1,30 @@
+"""The Postgres store: schema and migrations, connection resolution, the store API."""
+
+from poimen_memory.store.connection import (
+    ConfigError,
+    DsnSource,
+    ResolvedDsn,
+    StoreUnavailable,
+    connect,
+    embedded_dsn,
+    resolve_dsn,
+)
+from poimen_memory.store.migrate import MigrationError, migrate
+from poimen_memory.store.store import Batch, InsertCounts, Store, StoreStatus, WalkedNode
+
+__all__ = [
+    "Batch",
+    "ConfigError",
+    "DsnSource",
+    "InsertCounts",
+    "MigrationError",
+    "ResolvedDsn",
+    "Store",
+    "StoreStatus",
+    "StoreUnavailable",
+    "WalkedNode",
+    "connect",
+    "embedded_dsn",
+    "migrate",
+    "resolve_dsn",
+]

@@ -1,0 +1,389 @@
+"""The store API over Postgres: idempotent batched writes, reads by identity, edge walks.
+
+Every write is one transaction per batch with ``ON CONFLICT DO NOTHING``: re-inserting a batch
+changes no row, and a failure leaves nothing of the batch behind. Large batches go through
+``COPY`` into temporary staging tables and one ``INSERT ... SELECT`` per table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from poimen_memory.domain import (
+    Anchor,
+    CommitInfo,
+    ContentError,
+    Edge,
+    Level,
+    MemoryNode,
+    ProjectId,
+    QueryId,
+    RunId,
+    Sha256Hash,
+)
+from poimen_memory.store.connection import (
+    CONNECT_TIMEOUT_S,
+    StoreUnavailable,
+    connect,
+    describe_target,
+)
+from poimen_memory.store.queries import query
+
+__all__ = ["Batch", "InsertCounts", "Store", "StoreStatus", "WalkedNode"]
+
+# Above this many rows a batch is loaded with COPY (temp-table setup costs ~ms, COPY wins soon).
+COPY_THRESHOLD = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one ingest transaction writes. ``nodes``' own ``parents`` become edges too."""
+
+    nodes: Sequence[MemoryNode] = ()
+    edges: Sequence[Edge] = ()
+    commits: Sequence[CommitInfo] = ()
+    anchors: Sequence[Anchor] = ()
+
+    def all_edges(self) -> list[Edge]:
+        """Explicit edges plus those implied by each node's ``parents``, without duplicates."""
+        seen: dict[tuple[str, str, str], Edge] = {}
+        for edge in self.edges:
+            seen.setdefault((edge.project.value, edge.child.value, edge.parent.value), edge)
+        for node in self.nodes:
+            for parent in node.parents:
+                edge = Edge(node.project, node.sha256, parent)
+                seen.setdefault((edge.project.value, edge.child.value, edge.parent.value), edge)
+        return list(seen.values())
+
+    @property
+    def size(self) -> int:
+        """Rows the batch may write."""
+        return len(self.nodes) + len(self.all_edges()) + len(self.commits) + len(self.anchors)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertCounts:
+    """Rows a batch actually added (0 everywhere when it was already stored)."""
+
+    nodes: int = 0
+    edges: int = 0
+    commits: int = 0
+    anchors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WalkedNode:
+    """A node above the starting ones: the depth it was first reached at and from which ones."""
+
+    node: MemoryNode
+    depth: int
+    origins: tuple[Sha256Hash, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """What ``mem db status`` reports."""
+
+    schema_version: int
+    latest_version: int
+    nodes_by_level: dict[str, int] = field(default_factory=dict)
+    edges: int = 0
+    anchors: int = 0
+    commits: int = 0
+    projects: int = 0
+
+
+def _node_params(node: MemoryNode) -> dict[str, Any]:
+    return {
+        "project": node.project.value,
+        "sha256": node.sha256.value,
+        "level": node.level.value,
+        "query_id": None if node.query_id is None else node.query_id.value,
+        "run_id": node.run_id.value,
+        "t": node.t,
+        "text": node.text,
+        "created_at": node.created_at,
+    }
+
+
+def _commit_params(project: ProjectId, commit: CommitInfo) -> dict[str, Any]:
+    return {
+        "project": project.value,
+        "repo": commit.repo.value,
+        "commit_sha": commit.sha.value,
+        "message": commit.message,
+        "author_name": commit.author_name,
+        "author_email": commit.author_email,
+        "author_date": commit.author_date,
+    }
+
+
+def _anchor_params(anchor: Anchor) -> dict[str, Any]:
+    return {
+        "project": anchor.project.value,
+        "node": anchor.node.value,
+        "repo": anchor.repo.value,
+        "commit_sha": anchor.commit.value,
+        "file": anchor.file,
+        "line_start": anchor.line_start,
+        "line_end": anchor.line_end,
+    }
+
+
+def node_from_row(row: dict[str, Any]) -> MemoryNode:
+    """A stored row back into a node; a row whose content no longer matches its sha is refused."""
+    node = MemoryNode(
+        level=Level.parse(row["level"]),
+        project=ProjectId(row["project"]),
+        query_id=None if row["query_id"] is None else QueryId(row["query_id"]),
+        run_id=RunId(row["run_id"]),
+        t=row["t"],
+        text=row["text"],
+        created_at=row["created_at"],
+        parents=tuple(Sha256Hash(p) for p in row["parents"]),
+    )
+    if node.sha256.value != row["sha256"]:
+        raise ContentError(
+            f"sha256: stored node {row['sha256']} hashes to {node.sha256.value}; "
+            "the row was changed outside poimen-memory"
+        )
+    return node
+
+
+class Store:
+    """A connection pool over one Postgres database holding the poimen-memory schema."""
+
+    def __init__(self, dsn: str, *, max_size: int = 4) -> None:
+        # Fail fast and clearly when nothing answers, before a pool retries in the background.
+        connect(dsn).close()
+        self.dsn = dsn
+        self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_size,
+            timeout=CONNECT_TIMEOUT_S,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "row_factory": dict_row},
+            check=ConnectionPool.check_connection,
+            open=False,
+            name="poimen-memory",
+        )
+        self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._pool.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _conn(self) -> Any:
+        try:
+            return self._pool.connection()
+        except psycopg.OperationalError as exc:  # pragma: no cover - depends on a dying server
+            raise StoreUnavailable(f"Postgres at {describe_target(self.dsn)}: {exc}") from None
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def insert_batch(self, batch: Batch, *, use_copy: bool | None = None) -> InsertCounts:
+        """Write a batch in one transaction; idempotent. ``use_copy`` forces a path (tests)."""
+        edges = batch.all_edges()
+        projects = (
+            {n.project for n in batch.nodes}
+            | {e.project for e in edges}
+            | {a.project for a in batch.anchors}
+        )
+        if batch.commits and len(projects) != 1:
+            raise ContentError(
+                "batch: commits are stored per project, so a batch with commits must hold "
+                f"exactly one project, got {sorted(p.value for p in projects)}"
+            )
+        commit_project = next(iter(projects)) if projects else None
+        copy = batch.size >= COPY_THRESHOLD if use_copy is None else use_copy
+        with self._conn() as conn, conn.transaction():
+            if copy:
+                counts = self._write_by_copy(conn, batch, edges, commit_project)
+            else:
+                counts = self._write_by_rows(conn, batch, edges, commit_project)
+            self._check_edge_levels(conn, edges)
+        return counts
+
+    def _write_by_rows(
+        self,
+        conn: psycopg.Connection[Any],
+        batch: Batch,
+        edges: list[Edge],
+        project: ProjectId | None,
+    ) -> InsertCounts:
+        def run(name: str, params: list[dict[str, Any]]) -> int:
+            if not params:
+                return 0
+            with conn.cursor() as cur:
+                cur.executemany(query(name), params)
+                return max(cur.rowcount, 0)
+
+        return InsertCounts(
+            nodes=run("insert_node", [_node_params(n) for n in batch.nodes]),
+            commits=run(
+                "insert_commit",
+                [_commit_params(project, c) for c in batch.commits] if project else [],
+            ),
+            edges=run(
+                "insert_edge",
+                [
+                    {"project": e.project.value, "child": e.child.value, "parent": e.parent.value}
+                    for e in edges
+                ],
+            ),
+            anchors=run("insert_anchor", [_anchor_params(a) for a in batch.anchors]),
+        )
+
+    def _write_by_copy(
+        self,
+        conn: psycopg.Connection[Any],
+        batch: Batch,
+        edges: list[Edge],
+        project: ProjectId | None,
+    ) -> InsertCounts:
+        conn.execute(query("create_staging"))
+        with conn.cursor() as cur:
+            with cur.copy(query("copy_node")) as copy:
+                for n in batch.nodes:
+                    p = _node_params(n)
+                    copy.write_row(
+                        (
+                            p["project"],
+                            p["sha256"],
+                            p["level"],
+                            p["query_id"],
+                            p["run_id"],
+                            p["t"],
+                            p["text"],
+                            p["created_at"],
+                        )
+                    )
+            with cur.copy(query("copy_commit")) as copy:
+                for c in batch.commits if project else ():
+                    assert project is not None
+                    p = _commit_params(project, c)
+                    copy.write_row(
+                        (
+                            p["project"],
+                            p["repo"],
+                            p["commit_sha"],
+                            p["message"],
+                            p["author_name"],
+                            p["author_email"],
+                            p["author_date"],
+                        )
+                    )
+            with cur.copy(query("copy_edge")) as copy:
+                for e in edges:
+                    copy.write_row((e.project.value, e.child.value, e.parent.value))
+            with cur.copy(query("copy_anchor")) as copy:
+                for a in batch.anchors:
+                    copy.write_row(
+                        (
+                            a.project.value,
+                            a.node.value,
+                            a.repo.value,
+                            a.commit.value,
+                            a.file,
+                            a.line_start,
+                            a.line_end,
+                        )
+                    )
+            counts = {}
+            for table in ("node", "commit", "edge", "anchor"):
+                cur.execute(query(f"merge_{table}"))
+                counts[table] = max(cur.rowcount, 0)
+        return InsertCounts(
+            nodes=counts["node"],
+            commits=counts["commit"],
+            edges=counts["edge"],
+            anchors=counts["anchor"],
+        )
+
+    def _check_edge_levels(self, conn: psycopg.Connection[Any], edges: list[Edge]) -> None:
+        by_project: dict[ProjectId, list[Edge]] = {}
+        for edge in edges:
+            by_project.setdefault(edge.project, []).append(edge)
+        for project, group in by_project.items():
+            row = conn.execute(
+                query("edges_against_levels"),
+                {
+                    "project": project.value,
+                    "children": [e.child.value for e in group],
+                    "parents": [e.parent.value for e in group],
+                },
+            ).fetchone()
+            if row is not None:
+                raise ContentError(
+                    f"edge: {row['child']} ({row['child_level']}) -> {row['parent']} "
+                    f"({row['parent_level']}) does not point up; edges go L0 -> L1 -> L2"
+                )
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get_nodes(self, project: ProjectId, shas: Iterable[Sha256Hash]) -> list[MemoryNode]:
+        """The stored nodes among ``shas`` (missing ones are simply absent), in input order."""
+        wanted = [s.value for s in shas]
+        if not wanted:
+            return []
+        with self._conn() as conn:
+            rows = conn.execute(
+                query("nodes_by_sha"), {"project": project.value, "shas": wanted}
+            ).fetchall()
+        by_sha = {row["sha256"]: node_from_row(row) for row in rows}
+        return [by_sha[s] for s in dict.fromkeys(wanted) if s in by_sha]
+
+    def walk_up(self, project: ProjectId, shas: Iterable[Sha256Hash]) -> list[WalkedNode]:
+        """Every node above ``shas`` along edges, each once, nearest first."""
+        start = [s.value for s in shas]
+        if not start:
+            return []
+        with self._conn() as conn:
+            rows = conn.execute(
+                query("walk_up"), {"project": project.value, "shas": start}
+            ).fetchall()
+        return [
+            WalkedNode(
+                node=node_from_row(row),
+                depth=row["depth"],
+                origins=tuple(Sha256Hash(o) for o in row["origins"]),
+            )
+            for row in rows
+        ]
+
+    def status(self) -> StoreStatus:
+        """Schema version and row counts."""
+        from poimen_memory.store.migrate import applied_versions, available
+
+        latest = len(available())
+        with self._conn() as conn:
+            versions = applied_versions(conn)
+            if not versions:
+                return StoreStatus(schema_version=0, latest_version=latest)
+            levels = {
+                row["level"]: int(row["n"])
+                for row in conn.execute(query("status_levels")).fetchall()
+            }
+            counts = conn.execute(query("status_counts")).fetchone()
+        assert counts is not None
+        return StoreStatus(
+            schema_version=max(versions),
+            latest_version=latest,
+            nodes_by_level={lvl.value: levels.get(lvl.value, 0) for lvl in Level},
+            edges=int(counts["edges"]),
+            anchors=int(counts["anchors"]),
+            commits=int(counts["commits"]),
+            projects=int(counts["projects"]),
+        )
