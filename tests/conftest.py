@@ -18,9 +18,7 @@ from psycopg import conninfo, sql
 from poimen_memory.domain import ProjectId
 from poimen_memory.store import Store, migrate
 
-ADMIN_DSN = os.environ.get(
-    "POIMEN_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+ADMIN_DSN = os.environ.get("POIMEN_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 def _dsn_for(dbname: str) -> str:

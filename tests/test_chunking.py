@@ -30,7 +30,8 @@ def test_never_splits_a_record_and_oversize_record_is_its_own_chunk() -> None:
     chunks = chunk_records(records, budget=20)
     assert [len(c.records) for c in chunks] == [1, 1, 1]
     big = chunks[1]
-    assert big.records[0].text == "x" * 400 and big.tokens == 100 > 20
+    assert big.records[0].text == "x" * 400
+    assert big.tokens == 100 > 20
     assert [c.t for c in chunks] == [1, 2, 3]
 
 

@@ -128,13 +128,15 @@ def test_node_cannot_be_its_own_parent() -> None:
 def test_brief_is_first_nonblank_line_cut_to_80() -> None:
     assert node(text="\n\n  Kong buffer raised  \nmore").brief == "Kong buffer raised"
     long = node(text="word " * 40).brief
-    assert len(long) == 80 and long.endswith("…")
+    assert len(long) == 80
+    assert long.endswith("…")
 
 
 def test_timestamps_parse_with_offsets_only() -> None:
     assert parse_timestamp("x", "2026-08-15T10:30:00Z") == T0
     plus2 = parse_timestamp("x", "2026-08-15T12:30:00+02:00")
-    assert plus2 == T0 and plus2.utcoffset() == timedelta(hours=2)
+    assert plus2 == T0
+    assert plus2.utcoffset() == timedelta(hours=2)
     with pytest.raises(ContentError, match="x: timestamp needs a UTC offset"):
         parse_timestamp("x", "2026-08-15T10:30:00")
     with pytest.raises(ContentError, match="x: not an ISO 8601 timestamp: 'yesterday'"):
@@ -172,7 +174,8 @@ def test_anchor_covers() -> None:
     a = Anchor(ProjectId("p"), SHA, RepoId("r.example/x"), COMMIT, "f.py", 10, 12)
     assert [a.covers(n) for n in (9, 10, 12, 13)] == [False, True, True, False]
     whole = Anchor(ProjectId("p"), SHA, RepoId("r.example/x"), COMMIT, "f.py", 0, 0)
-    assert whole.covers(1) and whole.covers(10_000)
+    assert whole.covers(1)
+    assert whole.covers(10_000)
 
 
 def _roundtrip(value: Any) -> Any:
@@ -209,11 +212,11 @@ def test_json_roundtrip_every_type() -> None:
 def test_from_json_refuses_a_sha256_that_does_not_match() -> None:
     wire = node().to_json()
     wire["sha256"] = "0" * 64
-    with pytest.raises(ContentError, match="node.sha256: '0000"):
+    with pytest.raises(ContentError, match=r"node\.sha256: '0000"):
         MemoryNode.from_json(wire)
     wire = Chunk(t=1, records=(Record(Role.USER, "x", T0, Provenance("s", 0)),), tokens=1).to_json()
     wire["records"][0]["text"] = "y"
-    with pytest.raises(ContentError, match="chunk.sha256"):
+    with pytest.raises(ContentError, match=r"chunk\.sha256"):
         Chunk.from_json(wire)
 
 

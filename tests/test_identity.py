@@ -33,9 +33,7 @@ T0 = datetime(2026, 8, 15, 10, 30, tzinfo=UTC)
 # the canonical encoding changed and every stored node would be orphaned: do not "update"
 # them; bump the encoding version and migrate instead.
 FIXTURE_CHUNK_SHA256 = "c16193c67ad374d02af330abc22415aa48881af6ff9e95cc0f0f1b7c965098cd"
-FIXTURE_L1_NODE_SHA256 = (
-    "c90834a0194ca03b70a435604d686c4f41e84c9a4e2028e7211afa047f1a146a"
-)
+FIXTURE_L1_NODE_SHA256 = "c90834a0194ca03b70a435604d686c4f41e84c9a4e2028e7211afa047f1a146a"
 
 
 def fixture_records() -> list[Record]:
@@ -74,7 +72,8 @@ def test_a1_same_content_same_hash() -> None:
 
     node_a = make_node("Kong body buffer raised to 16MB", "run-2026-08-15", T0)
     node_b = make_node("Kong body buffer raised to 16MB", "run-2026-08-18", later)
-    assert node_a.run_id != node_b.run_id and node_a.created_at != node_b.created_at
+    assert node_a.run_id != node_b.run_id
+    assert node_a.created_at != node_b.created_at
     assert node_a.sha256 == node_b.sha256
 
     # The turn index and parents are attributes too, not identity.

@@ -25,7 +25,7 @@ from poimen_memory.store import (
     resolve_dsn,
 )
 from poimen_memory.store.connection import describe_target
-from poimen_memory.store.migrate import MigrationError
+from poimen_memory.store.migrations import MigrationError
 
 __all__ = ["main"]
 

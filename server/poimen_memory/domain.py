@@ -442,6 +442,8 @@ class MemoryNode:
             raise ContentError(
                 f"parents: expected a tuple of Sha256Hash, got {_show(self.parents)}"
             )
+        # Parents are a set: keep them sorted and unique so equal nodes compare equal.
+        object.__setattr__(self, "parents", tuple(sorted(set(self.parents))))
         object.__setattr__(self, "sha256", self.content_hash())
         if self.sha256 in self.parents:
             raise ContentError(f"parents: a node cannot be its own parent ({self.sha256.value})")

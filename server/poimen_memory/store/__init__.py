@@ -9,7 +9,7 @@ from poimen_memory.store.connection import (
     embedded_dsn,
     resolve_dsn,
 )
-from poimen_memory.store.migrate import MigrationError, migrate
+from poimen_memory.store.migrations import MigrationError, migrate
 from poimen_memory.store.store import Batch, InsertCounts, Store, StoreStatus, WalkedNode
 
 __all__ = [

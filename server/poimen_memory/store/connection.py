@@ -100,8 +100,9 @@ def _check_dsn(origin: str, dsn: object) -> str:
     try:
         pg_conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
+        detail = " ".join(str(exc).split())
         raise ConfigError(
-            f"{origin}: dsn {dsn!r} is not a valid connection string: {exc}"
+            f"{origin}: dsn {dsn!r} is not a valid connection string: {detail}"
         ) from None
     return dsn
 

@@ -365,7 +365,7 @@ class Store:
 
     def status(self) -> StoreStatus:
         """Schema version and row counts."""
-        from poimen_memory.store.migrate import applied_versions, available
+        from poimen_memory.store.migrations import applied_versions, available
 
         latest = len(available())
         with self._conn() as conn:

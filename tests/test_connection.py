@@ -1,0 +1,121 @@
+"""Where the store is: --dsn, POIMEN_DSN, config file, else embedded; clear errors fast."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from poimen_memory.store import ConfigError, DsnSource, StoreUnavailable, connect, resolve_dsn
+from poimen_memory.store.connection import config_path, data_dir, describe_target
+
+FLAG = "postgresql://flag@127.0.0.1/a"
+ENV = "postgresql://env@127.0.0.1/b"
+CONF = "postgresql://conf@127.0.0.1/c"
+
+
+def test_resolution_order(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'dsn = "{CONF}"\n')
+    env = {"POIMEN_DSN": ENV, "POIMEN_CONFIG": str(config)}
+    r = resolve_dsn(FLAG, env)
+    assert r is not None
+    assert r.dsn == FLAG
+    assert r.source is DsnSource.FLAG
+    from_env = resolve_dsn(None, env)
+    assert from_env is not None
+    assert (from_env.dsn, from_env.source) == (ENV, DsnSource.ENV)
+    from_conf = resolve_dsn(None, {"POIMEN_CONFIG": str(config)})
+    assert from_conf is not None
+    assert (from_conf.dsn, from_conf.source) == (CONF, DsnSource.CONFIG)
+    assert resolve_dsn(None, {"POIMEN_CONFIG": str(tmp_path / "missing.toml")}) is None
+
+
+def test_default_paths_follow_platform_dirs(tmp_path: Path) -> None:
+    assert config_path({}).name == "config.toml"
+    assert "poimen-memory" in str(config_path({}))
+    assert data_dir({"POIMEN_DATA_DIR": str(tmp_path)}) == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("dsn = ", "not valid TOML"),
+        ("dsn = 5\n", "dsn must be a non-empty string, got 5"),
+        ('dsn = "host=x port"\n', "is not a valid connection string"),
+    ],
+)
+def test_bad_config_names_the_file(tmp_path: Path, content: str, message: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        resolve_dsn(None, {"POIMEN_CONFIG": str(config)})
+    assert str(config) in str(info.value)
+
+
+def test_bad_flag_dsn_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="--dsn: dsn 'host=x port' is not a valid"):
+        resolve_dsn("host=x port", {})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_refused_connection_names_host_port_and_what_to_check() -> None:
+    port = _free_port()
+    with pytest.raises(StoreUnavailable) as info:
+        connect(f"postgresql://u@127.0.0.1:{port}/db")
+    message = str(info.value)
+    assert f"host 127.0.0.1 port {port} database db" in message
+    assert "Connection refused" in message
+    assert "Check that the server is running" in message
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP listener on loopback that accepts and never answers, like a hung Postgres."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join()
+        for s in held:
+            s.close()
+        server.close()
+
+
+def test_silent_server_fails_within_the_connect_timeout(silent_server: int) -> None:
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match=f"port {silent_server}"):
+        connect(f"postgresql://u@127.0.0.1:{silent_server}/db", timeout=2)
+    # Bounded by the timeout, not by the kernel's TCP retries (minutes).
+    assert time.monotonic() - started < 6
+
+
+def test_describe_target_hides_password() -> None:
+    text = describe_target("postgresql://bob:hunter2@db.internal:6543/mem")
+    assert text == "host db.internal port 6543 database mem"
+    assert "hunter2" not in text

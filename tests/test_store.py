@@ -1,0 +1,260 @@
+"""The store on a real Postgres: idempotent batches, COPY path, reads, edge walks, constraints."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from poimen_memory.domain import (
+    Anchor,
+    CommitInfo,
+    CommitSha,
+    ContentError,
+    Edge,
+    Level,
+    MemoryNode,
+    ProjectId,
+    QueryId,
+    RepoId,
+    RunId,
+)
+from poimen_memory.store import Batch, InsertCounts, Store
+
+T0 = datetime(2026, 8, 15, 10, 30, tzinfo=UTC)
+REPO = RepoId("github.com/org/poimen")
+C1 = CommitSha("1" * 40)
+C2 = CommitSha("2" * 40)
+
+
+def mk(
+    project: ProjectId, level: Level, text: str, parents: tuple[Any, ...] = (), q: str = "q1"
+) -> MemoryNode:
+    return MemoryNode(
+        level=level,
+        project=project,
+        query_id=None if level is Level.L2 else QueryId(q),
+        run_id=RunId("run-1"),
+        t=1,
+        text=text,
+        created_at=T0,
+        parents=parents,
+    )
+
+
+def commit(sha: CommitSha, email: str = "alice@org.test") -> CommitInfo:
+    return CommitInfo(REPO, sha, "Increase buffer\n\nbody", "Alice", email, T0 - timedelta(days=1))
+
+
+def graph(project: ProjectId) -> tuple[Batch, dict[str, MemoryNode]]:
+    """L2 <- L1a <- (e1, e2); L2 <- L1b <- e2 (a diamond through e2)."""
+    l2 = mk(project, Level.L2, "project synthesis")
+    l1a = mk(project, Level.L1, "buffer raised to 16MB", (l2.sha256,))
+    l1b = mk(project, Level.L1, "large bodies handled", (l2.sha256,), q="q2")
+    e1 = mk(project, Level.L0, "edited buffer.rs:42", (l1a.sha256,))
+    e2 = mk(project, Level.L0, "edited handler.rs:10", (l1a.sha256, l1b.sha256))
+    anchors = [
+        Anchor(project, e1.sha256, REPO, C1, "src/kong/buffer.rs", 42, 42),
+        Anchor(project, e2.sha256, REPO, C2, "src/kong/handler.rs", 10, 12),
+    ]
+    batch = Batch(nodes=[l2, l1a, l1b, e1, e2], commits=[commit(C1), commit(C2)], anchors=anchors)
+    return batch, {"l2": l2, "l1a": l1a, "l1b": l1b, "e1": e1, "e2": e2}
+
+
+def snapshot(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, sorted, for row-for-row comparisons."""
+    out = {}
+    with psycopg.connect(dsn) as conn:
+        for table in ("memory_node", "memory_edge", "git_commit", "git_anchor"):
+            rows = conn.execute(f"SELECT * FROM {table}").fetchall()
+            out[table] = sorted(rows, key=repr)
+    return out
+
+
+@pytest.mark.parametrize("use_copy", [False, True], ids=["rows", "copy"])
+def test_insert_is_idempotent_row_for_row(
+    store: Store, store_dsn: str, project: ProjectId, use_copy: bool
+) -> None:
+    batch, _ = graph(project)
+    first = store.insert_batch(batch, use_copy=use_copy)
+    assert first == InsertCounts(nodes=5, edges=5, commits=2, anchors=2)
+    before = snapshot(store_dsn)
+    again = store.insert_batch(batch, use_copy=use_copy)
+    assert again == InsertCounts()
+    assert snapshot(store_dsn) == before
+
+
+def test_copy_and_row_paths_store_identical_rows(store: Store, store_dsn: str) -> None:
+    pa, pb = ProjectId("path-rows"), ProjectId("path-copy")
+    store.insert_batch(graph(pa)[0], use_copy=False)
+    store.insert_batch(graph(pb)[0], use_copy=True)
+
+    def rows_of(project: ProjectId) -> list[tuple[Any, ...]]:
+        with psycopg.connect(store_dsn) as conn:
+            rows = []
+            for table in ("memory_node", "memory_edge", "git_commit", "git_anchor"):
+                for row in conn.execute(
+                    f"SELECT * FROM {table} WHERE project = %s", (project.value,)
+                ).fetchall():
+                    rows.append((table, *row[1:]))
+            return sorted(rows, key=repr)
+
+    a, b = rows_of(pa), rows_of(pb)
+    assert len(a) == 5 + 5 + 2 + 2
+    # Only the project differs between the two; identities hash the project, so map it out.
+    by_copy = {n.sha256.value: n for n in graph(pb)[1].values()}
+    by_rows = {n.sha256.value: n for n in graph(pa)[1].values()}
+    to_rows = {
+        sha: by_rows[next(k for k, v in by_rows.items() if v.text == n.text)].sha256.value
+        for sha, n in by_copy.items()
+    }
+
+    def translate(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(to_rows.get(v, v) if isinstance(v, str) else v for v in row)
+
+    assert sorted((translate(r) for r in b), key=repr) == a
+
+
+def test_large_batch_goes_through_copy(store: Store, project: ProjectId) -> None:
+    l1 = mk(project, Level.L1, "summary")
+    nodes = [l1] + [mk(project, Level.L0, f"evidence {i}", (l1.sha256,)) for i in range(600)]
+    counts = store.insert_batch(Batch(nodes=nodes))
+    assert counts == InsertCounts(nodes=601, edges=600)
+    assert store.insert_batch(Batch(nodes=nodes)) == InsertCounts()
+    assert len(store.get_nodes(project, [n.sha256 for n in nodes])) == 601
+
+
+def test_get_nodes_reads_back_equal_values(store: Store, project: ProjectId) -> None:
+    batch, n = graph(project)
+    store.insert_batch(batch)
+    got = store.get_nodes(project, [n["e2"].sha256, n["l2"].sha256, n["e1"].sha256])
+    assert got == [n["e2"], n["l2"], n["e1"]]
+    assert got[0].parents == tuple(sorted(n["e2"].parents))
+    assert got[0].created_at == T0
+    # Scoped by project: another project sees nothing.
+    assert store.get_nodes(ProjectId("someone-else"), [n["e1"].sha256]) == []
+
+
+def test_walk_up_returns_each_parent_once(store: Store, project: ProjectId) -> None:
+    batch, n = graph(project)
+    store.insert_batch(batch)
+    walked = store.walk_up(project, [n["e1"].sha256, n["e2"].sha256])
+    shas = [w.node.sha256 for w in walked]
+    assert len(shas) == len(set(shas)) == 3
+    by_sha = {w.node.sha256: w for w in walked}
+    assert by_sha[n["l1a"].sha256].depth == 1
+    assert by_sha[n["l1a"].sha256].origins == tuple(sorted((n["e1"].sha256, n["e2"].sha256)))
+    assert by_sha[n["l1b"].sha256].origins == (n["e2"].sha256,)
+    assert by_sha[n["l2"].sha256].depth == 2
+    assert [w.depth for w in walked] == sorted(w.depth for w in walked)
+    assert store.walk_up(project, [n["l2"].sha256]) == []
+
+
+def test_edge_that_does_not_point_up_writes_nothing(
+    store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    l1 = mk(project, Level.L1, "memory")
+    e = mk(project, Level.L0, "evidence")
+    before = snapshot(store_dsn)
+    with pytest.raises(ContentError, match=r"\(L1\) -> .* \(L0\) does not point up"):
+        store.insert_batch(Batch(nodes=[l1, e], edges=[Edge(project, l1.sha256, e.sha256)]))
+    assert snapshot(store_dsn) == before
+
+
+def test_edge_to_unknown_node_writes_nothing(
+    store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    ghost = mk(project, Level.L1, "never stored")
+    e = mk(project, Level.L0, "evidence", (ghost.sha256,))
+    before = snapshot(store_dsn)
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        store.insert_batch(Batch(nodes=[e]))
+    assert snapshot(store_dsn) == before
+
+
+def test_anchor_needs_its_commit_metadata(store: Store, project: ProjectId) -> None:
+    e = mk(project, Level.L0, "evidence")
+    anchor = Anchor(project, e.sha256, REPO, C1, "a.py", 1, 1)
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        store.insert_batch(Batch(nodes=[e], anchors=[anchor]))
+    assert store.get_nodes(project, [e.sha256]) == []
+
+
+def test_same_commit_in_two_repos_is_two_anchors(
+    store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    e = mk(project, Level.L0, "evidence")
+    mirror = RepoId("gitlab.com/org/poimen")
+    batch = Batch(
+        nodes=[e],
+        commits=[commit(C1), CommitInfo(mirror, C1, "m", "Alice", "a@o.test", T0)],
+        anchors=[
+            Anchor(project, e.sha256, REPO, C1, "a.py", 3, 3),
+            Anchor(project, e.sha256, mirror, C1, "a.py", 3, 3),
+        ],
+    )
+    assert store.insert_batch(batch).anchors == 2
+    assert store.insert_batch(batch).anchors == 0
+
+
+def test_database_constraints_back_the_domain(store_dsn: str) -> None:
+    with psycopg.connect(store_dsn) as conn:
+        for bad_level in ("l0", "L3", "0"):
+            with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+                conn.execute(
+                    "INSERT INTO memory_node (project, sha256, level, query_id, run_id, t, text,"
+                    " created_at) VALUES ('p', %s, %s, 'q', 'r', 1, 'x', now())",
+                    ("e" * 64, bad_level),
+                )
+        with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+            conn.execute(
+                "INSERT INTO memory_node (project, sha256, level, query_id, run_id, t, text,"
+                " created_at) VALUES ('p', %s, 'L2', 'q', 'r', 1, 'x', now())",
+                ("e" * 64,),
+            )
+
+
+def test_every_key_starts_with_project(store_dsn: str) -> None:
+    with psycopg.connect(store_dsn) as conn:
+        rows = conn.execute(
+            """
+            SELECT c.conrelid::regclass::text, c.contype, a.attname
+            FROM pg_constraint c
+            JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+            WHERE c.contype IN ('p', 'u', 'f') AND c.connamespace = 'public'::regnamespace
+              AND c.conrelid::regclass::text <> 'poimen_schema_version'
+            """
+        ).fetchall()
+    assert {r[0] for r in rows} == {"memory_node", "memory_edge", "git_commit", "git_anchor"}
+    assert all(r[2] == "project" for r in rows), rows
+
+
+def test_lookup_indexes_exist(store_dsn: str) -> None:
+    with psycopg.connect(store_dsn) as conn:
+        defs = [
+            r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname='public'")
+        ]
+    joined = "\n".join(defs)
+    assert "(project, repo, commit_sha, file," in joined  # anchors by location (the pkey)
+    assert "git_commit USING btree (project, repo, lower(author_email))" in joined
+    assert "memory_node USING btree (project, created_at DESC)" in joined
+    assert "memory_node USING gin (text_tsv)" in joined
+
+
+def test_full_text_column_is_generated(store: Store, store_dsn: str, project: ProjectId) -> None:
+    store.insert_batch(Batch(nodes=[mk(project, Level.L1, "Kong body buffers were raised")]))
+    with psycopg.connect(store_dsn) as conn:
+        hit = conn.execute(
+            "SELECT count(*) FROM memory_node WHERE project = %s"
+            " AND text_tsv @@ websearch_to_tsquery('english', 'buffer raise')",
+            (project.value,),
+        ).fetchone()
+    assert hit == (1,)
+
+
+def test_status_counts(store: Store) -> None:
+    status = store.status()
+    assert status.schema_version == status.latest_version >= 1
+    assert set(status.nodes_by_level) == {"L0", "L1", "L2"}
