@@ -1,0 +1,45 @@
+"""Git behind one door: repository identity, blame (streamed, cached), line mapping, metadata."""
+
+from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
+from poimen_memory.gitio.blamer import Blamer
+from poimen_memory.gitio.cache import BlameCache, CacheKey
+from poimen_memory.gitio.errors import (
+    BinaryFile,
+    EmptyRepository,
+    GitError,
+    GitFailed,
+    GitNotFound,
+    NotARepository,
+    OutsideRepository,
+    UnknownCommit,
+    UnsafeArgument,
+    Untracked,
+)
+from poimen_memory.gitio.identity import local_identity, normalize_remote
+from poimen_memory.gitio.linemap import map_buffer_to_head
+from poimen_memory.gitio.repo import GitRepo
+from poimen_memory.gitio.runner import GitRunner
+
+__all__ = [
+    "BinaryFile",
+    "Blame",
+    "BlameCache",
+    "BlameCommit",
+    "BlameLine",
+    "Blamer",
+    "CacheKey",
+    "EmptyRepository",
+    "GitError",
+    "GitFailed",
+    "GitNotFound",
+    "GitRepo",
+    "GitRunner",
+    "NotARepository",
+    "OutsideRepository",
+    "UnknownCommit",
+    "UnsafeArgument",
+    "Untracked",
+    "local_identity",
+    "map_buffer_to_head",
+    "normalize_remote",
+]

@@ -1,0 +1,153 @@
+"""Blame records and the parser of ``git blame --porcelain`` output, read as it streams."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from poimen_memory.domain import CommitSha
+from poimen_memory.gitio.errors import BinaryFile, GitFailed
+
+__all__ = ["Blame", "BlameCommit", "BlameLine", "c_unquote", "parse_porcelain"]
+
+_HEADER = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) (\d+) (\d+)(?: (\d+))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class BlameCommit:
+    """What blame says of a commit (author with .mailmap applied)."""
+
+    sha: CommitSha
+    author_name: str
+    author_email: str
+    author_time: datetime
+    summary: str
+    boundary: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BlameLine:
+    """The origin of one line of the blamed revision: commit, original path, original line."""
+
+    line: int
+    commit: CommitSha
+    orig_path: str
+    orig_line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Blame:
+    """A blame of ``path`` at ``rev``; ``lines[i]`` is line ``i + 1`` (possibly a range only)."""
+
+    path: str
+    rev: CommitSha
+    lines: tuple[BlameLine, ...]
+    commits: dict[CommitSha, BlameCommit] = field(hash=False)
+    complete: bool = True
+
+    def origin(self, line: int) -> BlameLine | None:
+        """The origin of ``line`` (1-based) in ``rev``, or None when it is not in this blame."""
+        if self.complete:
+            return self.lines[line - 1] if 1 <= line <= len(self.lines) else None
+        for entry in self.lines:
+            if entry.line == line:
+                return entry
+        return None
+
+
+_ESCAPES = {
+    ord("a"): 7, ord("b"): 8, ord("t"): 9, ord("n"): 10, ord("v"): 11, ord("f"): 12,
+    ord("r"): 13, ord('"'): 34, ord("\\"): 92,
+}  # fmt: skip
+
+
+def c_unquote(raw: bytes) -> bytes:
+    """Undo git's C-style quoting of a path (``"a\\tb\\303\\244"``); unquoted input is returned."""
+    if not (len(raw) >= 2 and raw.startswith(b'"') and raw.endswith(b'"')):
+        return raw
+    body, out, i = raw[1:-1], bytearray(), 0
+    while i < len(body):
+        ch = body[i]
+        if ch != 0x5C or i + 1 >= len(body):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = body[i + 1]
+        if 0x30 <= nxt <= 0x37 and i + 4 <= len(body):
+            out.append(int(body[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+    return bytes(out)
+
+
+def decode_path(raw: bytes) -> str:
+    """A path from git output as str (undecodable bytes kept through surrogateescape)."""
+    return c_unquote(raw).decode("utf-8", "surrogateescape")
+
+
+def parse_porcelain(
+    lines: Iterable[bytes], path: str, rev: CommitSha, *, complete: bool = True
+) -> Blame:
+    """Parse ``git blame --porcelain`` output (as an iterable of raw lines, newline included)."""
+    commits: dict[CommitSha, BlameCommit] = {}
+    out: list[BlameLine] = []
+    info: dict[bytes, bytes] = {}
+    current: bytes | None = None
+    group_file: dict[bytes, str] = {}
+    pending: tuple[bytes, int, int] | None = None
+    it: Iterator[bytes] = iter(lines)
+    for raw in it:
+        line = raw.rstrip(b"\n")
+        if line.startswith(b"\t"):
+            if pending is None:
+                raise GitFailed("git blame: content line before any header")
+            sha, orig, final = pending
+            if b"\x00" in line:
+                raise BinaryFile(f"{path} is a binary file")
+            commit = CommitSha(sha.decode("ascii"))
+            if commit not in commits:
+                commits[commit] = _commit(commit, info)
+            out.append(BlameLine(final, commit, group_file[sha], orig))
+            pending, info = None, {}
+            continue
+        header = _HEADER.match(line)
+        if header is not None and pending is None:
+            sha = header.group(1)
+            pending = (sha, int(header.group(2)), int(header.group(3)))
+            current = sha
+            continue
+        if current is None:
+            continue
+        key, _, value = line.partition(b" ")
+        if key == b"filename":
+            group_file[current] = decode_path(value)
+        else:
+            info[key] = value
+    if pending is not None:
+        raise GitFailed("git blame: output ended in the middle of an entry")
+    return Blame(path=path, rev=rev, lines=tuple(out), commits=commits, complete=complete)
+
+
+def _commit(sha: CommitSha, info: dict[bytes, bytes]) -> BlameCommit:
+    def text(key: bytes) -> str:
+        return info.get(key, b"").decode("utf-8", "replace")
+
+    email = text(b"author-mail").strip()
+    if email.startswith("<") and email.endswith(">"):
+        email = email[1:-1]
+    try:
+        when = datetime.fromtimestamp(int(info.get(b"author-time", b"0")), UTC)
+    except (ValueError, OverflowError, OSError):
+        when = datetime.fromtimestamp(0, UTC)
+    return BlameCommit(
+        sha=sha,
+        author_name=text(b"author"),
+        author_email=email,
+        author_time=when,
+        summary=text(b"summary"),
+        boundary=b"boundary" in info,
+    )

@@ -1,0 +1,76 @@
+"""Blame with a cache: whole files for code lens, single lines fast for a cold hover."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+
+from poimen_memory.domain import CommitSha
+from poimen_memory.gitio.blame import Blame, BlameLine
+from poimen_memory.gitio.cache import BlameCache, CacheKey
+from poimen_memory.gitio.repo import GitRepo
+
+__all__ = ["Blamer"]
+
+_KEY_MEMO = 4096
+
+
+class Blamer:
+    """Blames files of one repository through a BlameCache.
+
+    The cache key needs the last commit that touched the file; that costs one git process
+    per (file, HEAD) and is remembered, so warm requests spawn no git at all.
+    """
+
+    def __init__(self, repo: GitRepo, cache: BlameCache) -> None:
+        self.repo = repo
+        self.cache = cache
+        self._keys: OrderedDict[tuple[str, CommitSha], CommitSha] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _fingerprint(self) -> str:
+        return hashlib.sha256(self.repo.blame_settings()).hexdigest()[:32]
+
+    def key(self, path: str, rev: CommitSha) -> CacheKey:
+        """The cache key of ``path`` at ``rev`` (Untracked if the file is not there)."""
+        with self._lock:
+            last = self._keys.get((path, rev))
+        if last is None:
+            last = self.repo.last_commit(path, rev)
+            with self._lock:
+                self._keys[(path, rev)] = last
+                while len(self._keys) > _KEY_MEMO:
+                    self._keys.popitem(last=False)
+        return CacheKey(path, last, self._fingerprint())
+
+    def cached(self, path: str, rev: CommitSha) -> Blame | None:
+        """The whole-file blame if it is cached (memory or disk); never runs a blame."""
+        return self.cache.get(self.key(path, rev), rev)
+
+    def blame_file(self, path: str, rev: CommitSha | None = None) -> Blame:
+        """The whole-file blame of ``path`` at ``rev`` (HEAD by default), cached."""
+        at = self.repo.head() if rev is None else rev
+        key = self.key(path, at)
+        hit = self.cache.get(key, at)
+        if hit is not None:
+            return hit
+        # Blaming the last commit that touched the file gives the same lines as blaming `at`.
+        blame = self.repo.blame(path, key.commit)
+        self.cache.put(key, blame)
+        return self.cache.get(key, at) or blame
+
+    def origin(self, path: str, line: int, rev: CommitSha | None = None) -> BlameLine | None:
+        """The origin of one line: from the cached blame, else ``git blame -L n,n``."""
+        at = self.repo.head() if rev is None else rev
+        key = self.key(path, at)
+        hit = self.cache.get(key, at)
+        if hit is not None:
+            return hit.origin(line)
+        partial = self.repo.blame(path, key.commit, (line, line))
+        return partial.origin(line)
+
+    def forget(self) -> None:
+        """Drop the remembered keys (after a checkout or a settings change)."""
+        with self._lock:
+            self._keys.clear()

@@ -1,0 +1,410 @@
+"""gitio on real repositories: identity, blame, cache, line mapping, metadata, safety."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from poimen_memory.domain import CommitSha, RepoId
+from poimen_memory.gitio import (
+    BinaryFile,
+    BlameCache,
+    Blamer,
+    EmptyRepository,
+    GitError,
+    GitNotFound,
+    GitRepo,
+    GitRunner,
+    NotARepository,
+    OutsideRepository,
+    UnknownCommit,
+    UnsafeArgument,
+    Untracked,
+    map_buffer_to_head,
+    normalize_remote,
+)
+
+from .gitrepo import ALICE, BOB, CAROL, FixtureRepo, kong_repo
+
+
+@pytest.fixture
+def kong(tmp_path: Path) -> FixtureRepo:
+    return kong_repo(tmp_path / "kong")
+
+
+class ShimGit:
+    """A `git` in front of the real one that logs every process it starts."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.log = tmp_path / "git-calls.log"
+        self.path = tmp_path / "shim" / "git"
+        self.path.parent.mkdir()
+        self.path.write_text(f'#!/bin/sh\necho "$*" >> "{self.log}"\nexec git "$@"\n')
+        self.path.chmod(self.path.stat().st_mode | stat.S_IEXEC)
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def reset(self) -> None:
+        self.log.unlink(missing_ok=True)
+
+    def blames(self) -> list[str]:
+        return [c for c in self.calls() if " blame " in f" {c} "]
+
+
+@pytest.fixture
+def shim(tmp_path: Path) -> ShimGit:
+    return ShimGit(tmp_path)
+
+
+# -- identity -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "git@github.com:org/x.git",
+        "https://github.com/org/x",
+        "ssh://git@github.com/org/x.git",
+        "https://token:x-oauth@github.com/org/x.git/",
+        "ssh://git@github.com:22/Org/X",
+    ],
+)
+def test_remote_spellings_give_one_identity(url: str) -> None:
+    assert normalize_remote(url) == RepoId("github.com/org/x")
+
+
+def test_other_hosts_keep_path_case_and_differ() -> None:
+    assert normalize_remote("https://gitlab.example/Team/X.git") == RepoId("gitlab.example/Team/X")
+    assert normalize_remote("git@gitlab.com:org/x.git") != normalize_remote("git@github.com:org/x")
+
+
+def test_option_looking_remote_is_refused() -> None:
+    with pytest.raises(UnsafeArgument, match="looks like an option"):
+        normalize_remote("--upload-pack=touch /tmp/pwned")
+
+
+def test_repo_identity_from_origin_local_and_override(tmp_path: Path, kong: FixtureRepo) -> None:
+    assert GitRepo.discover(kong.root / "src" / "kong").identity() == RepoId(
+        "github.com/org/poimen"
+    )
+    local = kong_repo(tmp_path / "local", remote=None)
+    clone = tmp_path / "clone"
+    local.git("clone", "-q", str(local.root), str(clone))
+    FixtureRepo(clone).git("remote", "remove", "origin")
+    ident = GitRepo.discover(local.root).identity()
+    assert ident.value.startswith("local/")
+    # Stable: the same history elsewhere has the same identity (root commit, not path).
+    assert GitRepo.discover(clone).identity() == ident
+    assert GitRepo.discover(local.root).identity("https://gitlab.com/org/poimen") == RepoId(
+        "gitlab.com/org/poimen"
+    )
+
+
+def test_discover_outside_a_repository(tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(NotARepository, match="not inside a git work tree"):
+        GitRepo.discover(tmp_path / "plain" / "file.txt")
+
+
+# -- blame ----------------------------------------------------------------------------------
+
+
+def test_blame_gives_origins_authors_and_summaries(kong: FixtureRepo) -> None:
+    repo = GitRepo.discover(kong.root)
+    blame = repo.blame("src/kong/buffer.rs", repo.head())
+    assert len(blame.lines) == 60
+    line42 = blame.origin(42)
+    assert line42 is not None
+    assert line42.commit.value == kong.commits["abc123"]
+    assert (line42.orig_path, line42.orig_line) == ("src/kong/buffer.rs", 42)
+    commit = blame.commits[line42.commit]
+    # .mailmap applied: committed as alice.smith@old-laptop.test.
+    assert (commit.author_name, commit.author_email) == ALICE
+    assert commit.summary == "Increase buffer"
+    assert not commit.boundary
+    line41 = blame.origin(41)
+    assert line41 is not None
+    assert line41.commit.value == kong.commits["initial"]
+    assert blame.commits[line41.commit].author_email == CAROL[1]
+    assert blame.origin(61) is None
+    assert blame.origin(0) is None
+
+
+def test_blame_follows_renames(kong: FixtureRepo) -> None:
+    kong.git("mv", "src/kong/buffer.rs", "src/kong/body_buffer.rs")
+    kong.commit("rename", "Rename buffer module", BOB)
+    repo = GitRepo.discover(kong.root)
+    origin = repo.blame("src/kong/body_buffer.rs", repo.head()).origin(42)
+    assert origin is not None
+    assert origin.commit.value == kong.commits["abc123"]
+    assert origin.orig_path == "src/kong/buffer.rs"
+
+
+def test_blame_follows_lines_moved_within_the_file(kong: FixtureRepo) -> None:
+    lines = kong.lines("src/kong/buffer.rs")
+    kong.write("src/kong/buffer.rs", "\n".join(["// new header"] * 5 + lines) + "\n")
+    kong.commit("shift", "Add header", BOB)
+    repo = GitRepo.discover(kong.root)
+    origin = repo.blame("src/kong/buffer.rs", repo.head()).origin(47)
+    assert origin is not None
+    assert origin.commit.value == kong.commits["abc123"]
+    assert origin.orig_line == 42
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["conventional-file", "config"])
+def test_ignore_revs_are_honoured(kong: FixtureRepo, configured: bool) -> None:
+    kong.set_line("src/kong/buffer.rs", 42, "const BODY_BUFFER: usize = 16*MB;  // reformatted")
+    fmt = kong.commit("fmt", "Reformat", BOB)
+    name = ".git-blame-ignore-revs" if not configured else "ignored-revs.txt"
+    kong.write(name, f"{fmt}\n")
+    if configured:
+        kong.git("config", "blame.ignoreRevsFile", name)
+    kong.commit("ignore", "Ignore the reformat in blame", BOB)
+    repo = GitRepo.discover(kong.root)
+    origin = repo.blame("src/kong/buffer.rs", repo.head()).origin(42)
+    assert origin is not None
+    assert origin.commit.value == kong.commits["abc123"]
+
+
+def test_single_line_fast_path(kong: FixtureRepo) -> None:
+    repo = GitRepo.discover(kong.root)
+    partial = repo.blame("src/kong/buffer.rs", repo.head(), (42, 42))
+    assert not partial.complete
+    assert len(partial.lines) == 1
+    origin = partial.origin(42)
+    assert origin is not None
+    assert origin.commit.value == kong.commits["abc123"]
+    assert partial.origin(41) is None
+
+
+def test_commit_metadata_for_many_commits_in_one_process(kong: FixtureRepo, shim: ShimGit) -> None:
+    repo = GitRepo.discover(kong.root, GitRunner(git=str(shim.path)))
+    repo.identity()
+    shim.reset()
+    wanted = [CommitSha(kong.commits[k]) for k in ("abc123", "def456", "initial")]
+    missing = CommitSha("f" * 40)
+    infos = repo.commits([*wanted, missing])
+    assert set(infos) == set(wanted)
+    assert [c for c in shim.calls() if c.split()[2] == "log"] != []
+    assert len([c for c in shim.calls() if " log " in f" {c} "]) == 1
+    abc = infos[wanted[0]]
+    assert (abc.message, abc.author_name, abc.author_email) == ("Increase buffer", *ALICE)
+    assert abc.repo == RepoId("github.com/org/poimen")
+    assert infos[wanted[1]].author_email == BOB[1]
+
+
+def test_resolve_commit_prefix_and_refusals(kong: FixtureRepo) -> None:
+    repo = GitRepo.discover(kong.root)
+    full = kong.commits["abc123"]
+    assert repo.resolve_commit(full[:10]).value == full
+    assert repo.resolve_commit(full.upper()).value == full
+    with pytest.raises(UnknownCommit, match="'deadbeef' is not a commit"):
+        repo.resolve_commit("deadbeef")
+    for bad in ("--upload-pack=touch /tmp/pwned", "HEAD", "abc", "a" * 65, ""):
+        with pytest.raises(UnsafeArgument, match="commit_sha: expected 4 to 64 hex digits"):
+            repo.resolve_commit(bad)
+
+
+# -- the cache ------------------------------------------------------------------------------
+
+
+def test_cache_survives_unrelated_commit_and_restart(
+    tmp_path: Path, kong: FixtureRepo, shim: ShimGit
+) -> None:
+    db = tmp_path / "cache" / "blame.sqlite3"
+    runner = GitRunner(git=str(shim.path))
+    blamer = Blamer(GitRepo.discover(kong.root, runner), BlameCache(db))
+    first = blamer.blame_file("src/kong/buffer.rs")
+    assert len(shim.blames()) == 1
+
+    kong.write("docs/notes.md", "unrelated\n")
+    kong.commit("docs", "Add notes", BOB)
+    again = blamer.blame_file("src/kong/buffer.rs")
+    assert len(shim.blames()) == 1  # no new blame: the file's last commit did not change
+    assert again.lines == first.lines
+    assert again.rev.value == kong.commits["docs"]
+
+    # A new process: fresh repo object, fresh cache object on the same file.
+    shim.reset()
+    restarted = Blamer(GitRepo.discover(kong.root, runner), BlameCache(db))
+    assert restarted.blame_file("src/kong/buffer.rs").lines == first.lines
+    assert shim.blames() == []
+    # Warm: the second request spawns no git process at all.
+    head = restarted.repo.head()
+    shim.reset()
+    restarted.blame_file("src/kong/buffer.rs", head)
+    restarted.origin("src/kong/buffer.rs", 42, head)
+    assert shim.calls() == []
+
+
+def test_cache_is_invalidated_by_a_commit_touching_the_file(
+    tmp_path: Path, kong: FixtureRepo, shim: ShimGit
+) -> None:
+    blamer = Blamer(
+        GitRepo.discover(kong.root, GitRunner(git=str(shim.path))), BlameCache(tmp_path / "c.db")
+    )
+    blamer.blame_file("src/kong/buffer.rs")
+    kong.set_line("src/kong/buffer.rs", 42, "const BODY_BUFFER: usize = 32 * MB;")
+    sha = kong.commit("bump", "Increase buffer again", BOB)
+    origin = blamer.blame_file("src/kong/buffer.rs").origin(42)
+    assert origin is not None
+    assert origin.commit.value == sha
+    assert len(shim.blames()) == 2
+
+
+def test_cache_is_bounded(tmp_path: Path, kong: FixtureRepo) -> None:
+    cache = BlameCache(tmp_path / "c.db", max_entries=2, memory_entries=1)
+    blamer = Blamer(GitRepo.discover(kong.root), cache)
+    for path in ("src/kong/buffer.rs", "src/kong/handler.rs", "README.md"):
+        blamer.blame_file(path)
+    assert cache.stats()[0] == 2
+    # The least recently used one went; the others are served from disk.
+    assert blamer.cached("README.md", blamer.repo.head()) is not None
+    assert blamer.cached("src/kong/buffer.rs", blamer.repo.head()) is None
+
+
+def test_cold_line_uses_single_line_blame(tmp_path: Path, kong: FixtureRepo, shim: ShimGit) -> None:
+    blamer = Blamer(
+        GitRepo.discover(kong.root, GitRunner(git=str(shim.path))), BlameCache(tmp_path / "c.db")
+    )
+    origin = blamer.origin("src/kong/handler.rs", 10)
+    assert origin is not None
+    assert origin.commit.value == kong.commits["def456"]
+    assert [b for b in shim.blames() if "-L10,10" in b] != []
+
+
+def test_unusable_cache_directory_still_blames(tmp_path: Path, kong: FixtureRepo) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    blamer = Blamer(GitRepo.discover(kong.root), BlameCache(blocker / "c.db"))
+    assert blamer.blame_file("src/kong/buffer.rs").origin(42) is not None
+
+
+# -- unsaved buffers ------------------------------------------------------------------------
+
+
+def test_line_mapping_insertions_deletions_and_moves() -> None:
+    head = "".join(f"h{i}\n" for i in range(1, 11))
+    lines = head.splitlines()
+    inserted = "\n".join(["typed a", "typed b", *lines])
+    assert map_buffer_to_head(head, inserted) == [None, None, *range(1, 11)]
+    deleted = "\n".join(lines[:3] + lines[5:])
+    assert map_buffer_to_head(head, deleted) == [1, 2, 3, 6, 7, 8, 9, 10]
+    changed = "\n".join([*lines[:4], "h5 edited", *lines[5:]])
+    assert map_buffer_to_head(head, changed) == [1, 2, 3, 4, None, 6, 7, 8, 9, 10]
+    moved = "\n".join(lines[5:8] + lines[:5] + lines[8:])
+    mapped = map_buffer_to_head(head, moved)
+    # Every line that exists in HEAD maps to itself or to nothing; none maps to a wrong line.
+    for buffer_line, head_line in zip(moved.splitlines(), mapped, strict=True):
+        assert head_line is None or lines[head_line - 1] == buffer_line
+    assert sum(m is not None for m in mapped) >= 7
+    assert map_buffer_to_head(head, head) == list(range(1, 11))
+    assert map_buffer_to_head(head, "") == []
+
+
+def test_line_mapping_never_maps_to_a_different_text() -> None:
+    head = "a\nb\na\nb\nc\n"
+    buffer = "b\na\nx\nb\nc\na\n"
+    for text, mapped in zip(buffer.splitlines(), map_buffer_to_head(head, buffer), strict=True):
+        assert mapped is None or head.splitlines()[mapped - 1] == text
+
+
+# -- safety and defined results -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["with space.rs", "ünï cödé.rs", "-leading-dash.rs", "--output=x.rs"]
+)
+def test_awkward_file_names_blame(kong: FixtureRepo, name: str) -> None:
+    kong.write(f"src/{name}", "one\ntwo\n")
+    sha = kong.commit("awkward", "Add awkward file", BOB)
+    repo = GitRepo.discover(kong.root)
+    origin = repo.blame(f"src/{name}", repo.head()).origin(2)
+    assert origin is not None
+    assert origin.commit.value == sha
+    assert origin.orig_path == f"src/{name}"
+    assert not (kong.root / "x.rs").exists()
+
+
+def test_option_looking_path_at_top_level_is_refused(kong: FixtureRepo) -> None:
+    repo = GitRepo.discover(kong.root)
+    with pytest.raises(UnsafeArgument, match="looks like an option"):
+        repo.blame("--output=/tmp/x", repo.head())
+
+
+def test_untracked_binary_and_outside_files(tmp_path: Path, kong: FixtureRepo) -> None:
+    repo = GitRepo.discover(kong.root)
+    kong.write("new.rs", "not committed\n")
+    with pytest.raises(Untracked, match=r"new\.rs is not in commit"):
+        repo.blame("new.rs", repo.head())
+    kong.write("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00binary")
+    kong.commit("bin", "Add logo", BOB)
+    with pytest.raises(BinaryFile, match=r"logo\.png is a binary file"):
+        repo.blame("logo.png", repo.head())
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret\n")
+    os.symlink(outside, kong.root / "link.txt")
+    with pytest.raises(OutsideRepository, match="outside the repository"):
+        repo.relpath(kong.root / "link.txt")
+    with pytest.raises(OutsideRepository):
+        repo.relpath(outside)
+    with pytest.raises(OutsideRepository, match=r"inside \.git"):
+        repo.relpath(kong.root / ".git" / "config")
+    assert repo.relpath(kong.root / "src" / "kong" / "buffer.rs") == "src/kong/buffer.rs"
+
+
+def test_empty_repository(tmp_path: Path) -> None:
+    empty = FixtureRepo.create(tmp_path / "empty")
+    repo = GitRepo.discover(empty.root)
+    with pytest.raises(EmptyRepository, match="no commits yet"):
+        repo.head()
+    assert repo.identity().value.startswith("local/")
+
+
+def test_detached_head(kong: FixtureRepo) -> None:
+    kong.git("checkout", "-q", "--detach", kong.commits["abc123"])
+    repo = GitRepo.discover(kong.root)
+    assert repo.head().value == kong.commits["abc123"]
+    origin = repo.blame("src/kong/buffer.rs", repo.head()).origin(42)
+    assert origin is not None
+    assert origin.commit.value == kong.commits["abc123"]
+
+
+def test_head_read_in_process_matches_git(kong: FixtureRepo, shim: ShimGit) -> None:
+    repo = GitRepo.discover(kong.root, GitRunner(git=str(shim.path)))
+    shim.reset()
+    assert repo.head().value == kong.git("rev-parse", "HEAD").strip()
+    kong.git("pack-refs", "--all")
+    assert repo.head().value == kong.git("rev-parse", "HEAD").strip()
+    assert shim.calls() == []
+
+
+def test_shallow_clone_marks_boundary(tmp_path: Path, kong: FixtureRepo) -> None:
+    shallow = tmp_path / "shallow"
+    kong.git("clone", "-q", "--depth", "1", f"file://{kong.root}", str(shallow))
+    repo = GitRepo.discover(shallow)
+    blame = repo.blame("src/kong/buffer.rs", repo.head())
+    origin = blame.origin(42)
+    assert origin is not None
+    assert blame.commits[origin.commit].boundary
+
+
+def test_git_missing_is_a_defined_error(kong: FixtureRepo) -> None:
+    with pytest.raises(GitNotFound, match="git is not installed"):
+        GitRepo.discover(kong.root, GitRunner(git="/nonexistent/git"))
+
+
+def test_only_git_errors_leave_gitio(tmp_path: Path, kong: FixtureRepo) -> None:
+    repo = GitRepo.discover(kong.root)
+    (kong.root / ".git" / "objects").chmod(0o755)  # leave the repository usable for cleanup
+    head = repo.head()
+    for path in ("missing.rs", "src", "src/kong/buffer.rs\nx", "a\x00b"):
+        with pytest.raises(GitError):
+            repo.blame(path, head)
+    assert repo.commits([]) == {}
+    assert repo.existing([]) == set()
+    assert BOB  # fixture authors are in use above
