@@ -6,13 +6,24 @@ Exit status: 0 success, 1 the store or repository is unavailable, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from poimen_memory import __version__
-from poimen_memory.domain import ContentError
+from poimen_memory.domain import ContentError, ProjectId
+from poimen_memory.ingest import (
+    Format,
+    IngestError,
+    IngestOptions,
+    IngestRejected,
+    IngestSummary,
+    ingest,
+)
 from poimen_memory.store import (
     ConfigError,
     DsnSource,
@@ -24,7 +35,7 @@ from poimen_memory.store import (
     migrate,
     resolve_dsn,
 )
-from poimen_memory.store.connection import describe_target
+from poimen_memory.store.connection import config_path, describe_target, read_config
 from poimen_memory.store.migrations import MigrationError
 
 __all__ = ["main"]
@@ -97,6 +108,86 @@ def cmd_db_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _project(args: argparse.Namespace) -> ProjectId:
+    """--project, else $POIMEN_PROJECT, else ``project`` in the config file."""
+    value = args.project or os.environ.get("POIMEN_PROJECT")
+    if not value:
+        value = read_config(config_path()).get("project")
+    if not value:
+        raise UsageError("--project: required (or set POIMEN_PROJECT, or project in the config)")
+    if not isinstance(value, str):
+        raise UsageError(f"project: expected a string, got {value!r}")
+    return ProjectId(value)
+
+
+def _print_summary(summary: IngestSummary, project: ProjectId) -> None:
+    levels = " · ".join(f"{k} {v}" for k, v in summary.nodes_by_level.items())
+    total = sum(summary.nodes_by_level.values())
+    w = summary.written
+    print(f"ingested {summary.files} file(s) into project {project} (repo {summary.repo})")
+    print(f"  nodes    {levels}  ({w.nodes} new of {total})")
+    print(f"  edges    {summary.edges}  ({w.edges} new)")
+    print(f"  anchors  {summary.anchors}  ({w.anchors} new, {w.commits} new commits)")
+    if summary.unanchored_edits:
+        print(
+            f"  edits that could not be located at HEAD (left unanchored): "
+            f"{summary.unanchored_edits}"
+        )
+    print(f"  skipped  {len(summary.skipped)}")
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Ingest transcripts into the store."""
+    project = _project(args)
+    if args.budget < 1:
+        raise UsageError(f"--budget: expected a positive number of tokens, got {args.budget}")
+    options = IngestOptions(
+        project=project,
+        repo_dir=Path(args.repo),
+        repo_override=args.repo_id,
+        format=Format(args.format),
+        skip_bad=args.skip_bad,
+        budget=args.budget,
+    )
+    target = _store_dsn(args)
+    with Store(target.dsn, max_size=1) as store, _progress(args) as on_progress:
+        try:
+            summary = ingest([Path(p) for p in args.paths], store, options, on_progress)
+        except IngestRejected as rejected:
+            print(
+                f"mem: error: {len(rejected.bad)} bad record(s); nothing was written "
+                "(--skip-bad writes the good ones)",
+                file=sys.stderr,
+            )
+            for record in rejected.bad:
+                print(f"  {record}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    for record in summary.skipped:
+        print(f"mem: skipped {record}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+    else:
+        _print_summary(summary, project)
+    return 0
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
+    if args.json or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("ingest", total=None)
+
+        def update(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total or None)
+
+        yield update
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
@@ -119,6 +210,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = db_commands.add_parser("migrate", help="apply pending schema migrations (idempotent)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_db_migrate)
+    p = commands.add_parser("ingest", help="ingest agent transcripts with git context")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, or directories of them")
+    p.add_argument("--repo", default=".", help="the git work tree the transcripts worked in")
+    p.add_argument("--project", help="project to ingest into (default: $POIMEN_PROJECT)")
+    p.add_argument("--repo-id", help="repository identity to record instead of origin's URL")
+    p.add_argument(
+        "--format", choices=[f.value for f in Format], default="auto", help="input format"
+    )
+    p.add_argument("--skip-bad", action="store_true", help="write good records, list bad ones")
+    p.add_argument("--budget", type=int, default=2048, help="tokens per L0 chunk (default 2048)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_ingest)
     p = db_commands.add_parser("status", help="schema version and row counts")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_db_status)
@@ -138,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"mem: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (ContentError, ConfigError) as exc:
+    except (ContentError, ConfigError, IngestError) as exc:
         print(f"mem: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (StoreUnavailable, MigrationError) as exc:

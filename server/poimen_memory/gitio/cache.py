@@ -12,6 +12,7 @@ used entries go first.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -22,12 +23,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
 
-__all__ = ["BlameCache", "CacheKey"]
+__all__ = ["BlameCache", "CacheKey", "default_cache_path"]
 
 _FORMAT = 1
+
+
+def default_cache_path() -> Path:
+    """``$POIMEN_CACHE_DIR/blame.sqlite3``, else under the user cache directory."""
+    override = os.environ.get("POIMEN_CACHE_DIR")
+    base = Path(override) if override else platformdirs.user_cache_path("poimen-memory")
+    return base / "blame.sqlite3"
 
 
 @dataclass(frozen=True, slots=True)

@@ -235,7 +235,65 @@ class GitRepo:
                 found.add(spec)
         return found
 
-    def commits(self, shas: Iterable[CommitSha]) -> dict[CommitSha, CommitInfo]:
+    def resolve_commits(self, names: Iterable[str]) -> dict[str, CommitSha | None]:
+        """Full ids for many commit ids or unique prefixes, in one git process (None: unknown
+        or ambiguous). Anything but 4 to 64 hex digits is refused before git sees it."""
+        wanted = list(dict.fromkeys(names))
+        for name in wanted:
+            if not isinstance(name, str) or not _HEX_PREFIX.fullmatch(name):
+                raise UnsafeArgument(f"commit_sha: expected 4 to 64 hex digits, got {name!r}")
+        if not wanted:
+            return {}
+        done = self.runner.run(
+            self.root,
+            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+            stdin="".join(f"{n.lower()}^{{commit}}\n" for n in wanted).encode("ascii"),
+        )
+        answers = done.stdout.decode("utf-8", "replace").splitlines()
+        out: dict[str, CommitSha | None] = {}
+        for name, answer in zip(wanted, answers, strict=False):
+            sha, _, kind = answer.partition(" ")
+            out[name] = CommitSha(sha) if kind == "commit" else None
+        for name in wanted:
+            out.setdefault(name, None)
+        return out
+
+    def blobs(
+        self, specs: Iterable[tuple[CommitSha, str]]
+    ) -> dict[tuple[CommitSha, str], bytes | None]:
+        """The contents of many ``(commit, path)`` in one git process (None: not there)."""
+        wanted = list(dict.fromkeys(specs))
+        if not wanted:
+            return {}
+        request = bytearray()
+        for sha, path in wanted:
+            check_not_option("file", path)
+            request += f"{sha.value}:{path}\n".encode("utf-8", "surrogateescape")
+        done = self.runner.run(self.root, ["cat-file", "--batch"], stdin=bytes(request))
+        data, pos = done.stdout, 0
+        out: dict[tuple[CommitSha, str], bytes | None] = {}
+        for spec in wanted:
+            end = data.find(b"\n", pos)
+            if end < 0:
+                break
+            header = data[pos:end].split(b" ")
+            pos = end + 1
+            if len(header) == 3 and header[1] == b"blob":
+                size = int(header[2])
+                out[spec] = data[pos : pos + size]
+                pos += size + 1
+            elif len(header) == 3:
+                pos += int(header[2]) + 1  # a tree or another object: not a file
+                out[spec] = None
+            else:
+                out[spec] = None  # "<name> missing" / "ambiguous"
+        for spec in wanted:
+            out.setdefault(spec, None)
+        return out
+
+    def commits(
+        self, shas: Iterable[CommitSha], identity: RepoId | None = None
+    ) -> dict[CommitSha, CommitInfo]:
         """Metadata of many commits in one git process (.mailmap applied to the author).
 
         Commits the repository does not have are absent from the result.
@@ -246,7 +304,7 @@ class GitRepo:
         present = [s for s, _ in self.existing((s, None) for s in wanted)]
         if not present:
             return {}
-        identity = self.identity()
+        identity = identity or self.identity()
         done = self.runner.run(
             self.root,
             [

@@ -193,8 +193,18 @@ class Store:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def insert_batch(self, batch: Batch, *, use_copy: bool | None = None) -> InsertCounts:
-        """Write a batch in one transaction; idempotent. ``use_copy`` forces a path (tests)."""
+    def insert_batch(
+        self,
+        batch: Batch,
+        *,
+        use_copy: bool | None = None,
+        notify: tuple[str, str] | None = None,
+    ) -> InsertCounts:
+        """Write a batch in one transaction; idempotent. ``use_copy`` forces a path (tests).
+
+        ``notify`` is a ``(channel, payload)`` sent with ``pg_notify`` in the same
+        transaction, so listeners hear of the batch exactly when it becomes visible.
+        """
         edges = batch.all_edges()
         projects = (
             {n.project for n in batch.nodes}
@@ -214,6 +224,8 @@ class Store:
             else:
                 counts = self._write_by_rows(conn, batch, edges, commit_project)
             self._check_edge_levels(conn, edges)
+            if notify is not None:
+                conn.execute("SELECT pg_notify(%s, %s)", notify)
         return counts
 
     def _write_by_rows(
@@ -344,6 +356,19 @@ class Store:
             ).fetchall()
         by_sha = {row["sha256"]: node_from_row(row) for row in rows}
         return [by_sha[s] for s in dict.fromkeys(wanted) if s in by_sha]
+
+    def node_levels(
+        self, project: ProjectId, shas: Iterable[Sha256Hash]
+    ) -> dict[Sha256Hash, Level]:
+        """The level of each stored node among ``shas`` (missing ones absent)."""
+        wanted = [s.value for s in shas]
+        if not wanted:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                query("node_levels"), {"project": project.value, "shas": wanted}
+            ).fetchall()
+        return {Sha256Hash(r["sha256"]): Level.parse(r["level"]) for r in rows}
 
     def walk_up(self, project: ProjectId, shas: Iterable[Sha256Hash]) -> list[WalkedNode]:
         """Every node above ``shas`` along edges, each once, nearest first."""

@@ -86,6 +86,10 @@ SELECT n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.create
 FROM memory_node n
 WHERE n.project = %(project)s AND n.sha256 = ANY(%(shas)s::text[]);
 
+-- name: node_levels
+SELECT sha256, level FROM memory_node
+WHERE project = %(project)s AND sha256 = ANY(%(shas)s::text[]);
+
 -- name: walk_up
 -- Every node above the given ones, once, with the smallest depth at which it was reached
 -- and the starting nodes it was reached from. Levels bound the depth; the guard is for safety.

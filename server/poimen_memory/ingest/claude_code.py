@@ -1,0 +1,283 @@
+"""Claude Code session transcripts (``~/.claude/projects/<dir>/<session>.jsonl``).
+
+Each line is an entry: ``user`` and ``assistant`` messages (content as text or blocks:
+``text``, ``tool_use``, ``tool_result``), plus bookkeeping (``summary``, meta and command
+entries) that is skipped. A user prompt starts a query (``query_id`` = the prompt's uuid):
+
+* its records (prompt, assistant text, tool calls, tool results) become L0 chunks under the
+  token budget, each anchored to the lines its Edit/Write/MultiEdit calls produced: the new
+  text located once in the file at HEAD, kept where blame says it was committed no earlier
+  than the edit;
+* the agent's final reply to it becomes an L1 node, with edges from the query's L0 chunks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from poimen_memory.chunking import DEFAULT_TOKEN_BUDGET, chunk_records
+from poimen_memory.domain import (
+    ContentError,
+    Level,
+    MemoryNode,
+    ProjectId,
+    Provenance,
+    QueryId,
+    Record,
+    Role,
+    RunId,
+    parse_timestamp,
+)
+from poimen_memory.ingest.jsonl import iter_json_lines
+from poimen_memory.ingest.model import BadRecord, Draft, Parsed, SourceRef, TextAtHead
+
+__all__ = ["looks_like_claude_code", "parse_claude_code"]
+
+_EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit"})
+_TOOL_TEXT_LIMIT = 4000  # keep tool output excerpts readable; the transcript keeps the rest
+
+
+def looks_like_claude_code(obj: object) -> bool:
+    """Whether a parsed line is a Claude Code transcript entry."""
+    return (
+        isinstance(obj, Mapping)
+        and "sessionId" in obj
+        and obj.get("type") in ("user", "assistant", "system", "summary")
+    )
+
+
+@dataclass(slots=True)
+class _Edit:
+    file: str
+    text: str
+    at: datetime
+
+
+@dataclass(slots=True)
+class _Query:
+    query_id: QueryId
+    source: SourceRef
+    records: list[Record] = field(default_factory=list)
+    edits: dict[int, list[_Edit]] = field(default_factory=dict)  # record index -> edits
+    final_reply: str | None = None
+    final_at: datetime | None = None
+
+
+def _blocks(content: object) -> list[Mapping[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, Mapping)]
+    return []
+
+
+def _tool_result_text(block: Mapping[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        text = content
+    else:
+        text = "\n".join(
+            str(b.get("text", "")) for b in _blocks(content) if b.get("type") == "text"
+        )
+    if len(text) > _TOOL_TEXT_LIMIT:
+        text = text[:_TOOL_TEXT_LIMIT] + f"\n… ({len(text) - _TOOL_TEXT_LIMIT} more characters)"
+    return text
+
+
+def _is_prompt(entry: Mapping[str, Any], blocks: list[Mapping[str, Any]]) -> bool:
+    if entry.get("isMeta") or entry.get("isSidechain") or entry.get("isCompactSummary"):
+        return False
+    texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
+    if not texts or any(b.get("type") == "tool_result" for b in blocks):
+        return False
+    first = texts[0].lstrip()
+    # Slash-command bookkeeping is not a question.
+    return not first.startswith(("<command-", "<local-command-", "Caveat: The messages below"))
+
+
+def _relative(file_path: object, cwd: str | None, repo_root: Path) -> str | None:
+    """The tool's file as a path in the repository, or None when it lies outside it."""
+    if not isinstance(file_path, str) or not file_path:
+        return None
+    candidate = PurePosixPath(file_path)
+    bases = [PurePosixPath(repo_root.as_posix())]
+    if cwd:
+        bases.append(PurePosixPath(cwd))
+    for base in bases:
+        try:
+            rel = candidate.relative_to(base)
+        except ValueError:
+            continue
+        text = rel.as_posix()
+        if text and text != "." and ".." not in rel.parts:
+            return text
+    if not candidate.is_absolute() and ".." not in candidate.parts:
+        return candidate.as_posix()
+    return None
+
+
+def _tool_use_record_text(name: str, tool_input: Mapping[str, Any], shown_path: str) -> str:
+    if name == "Edit":
+        return (
+            f"[Edit {shown_path}]\n--- before\n{tool_input.get('old_string', '')}\n"
+            f"+++ after\n{tool_input.get('new_string', '')}"
+        )
+    if name == "MultiEdit":
+        parts = [f"[MultiEdit {shown_path}]"]
+        for edit in tool_input.get("edits") or []:
+            if isinstance(edit, Mapping):
+                parts.append(
+                    f"--- before\n{edit.get('old_string', '')}\n+++ after\n"
+                    f"{edit.get('new_string', '')}"
+                )
+        return "\n".join(parts)
+    if name == "Write":
+        return f"[Write {shown_path}]\n{tool_input.get('content', '')}"
+    compact = json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
+    if len(compact) > _TOOL_TEXT_LIMIT:
+        compact = compact[:_TOOL_TEXT_LIMIT] + "…"
+    return f"[{name}] {compact}"
+
+
+def _edits_of(name: str, tool_input: Mapping[str, Any], file: str, at: datetime) -> list[_Edit]:
+    if name == "Edit":
+        texts = [tool_input.get("new_string")]
+    elif name == "MultiEdit":
+        texts = [
+            e.get("new_string") for e in tool_input.get("edits") or [] if isinstance(e, Mapping)
+        ]
+    else:
+        texts = [tool_input.get("content")]
+    return [_Edit(file, t, at) for t in texts if isinstance(t, str) and t.strip()]
+
+
+def parse_claude_code(
+    path: Path,
+    project: ProjectId,
+    repo_root: Path,
+    budget: int = DEFAULT_TOKEN_BUDGET,
+) -> Parsed:
+    """Parse one session transcript into L0 chunk drafts and L1 reply drafts."""
+    parsed = Parsed()
+    queries: list[_Query] = []
+    run_id: RunId | None = None
+    source_id = str(path)
+    for number, entry in iter_json_lines(path):
+        source = SourceRef(str(path), number)
+        if isinstance(entry, BadRecord):
+            parsed.bad.append(entry)
+            continue
+        if not isinstance(entry, Mapping) or entry.get("type") not in ("user", "assistant"):
+            continue
+        try:
+            if run_id is None and isinstance(entry.get("sessionId"), str):
+                run_id = RunId(entry["sessionId"])
+            at = parse_timestamp("timestamp", entry.get("timestamp"))
+            message = entry.get("message")
+            if not isinstance(message, Mapping):
+                raise ContentError("message: expected an object")
+            blocks = _blocks(message.get("content"))
+            cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) else None
+            if entry["type"] == "user" and _is_prompt(entry, blocks):
+                queries.append(_Query(QueryId(str(entry.get("uuid"))), source))
+            if not queries:
+                continue  # bookkeeping before the first prompt
+            query = queries[-1]
+            for offset, block in enumerate(blocks):
+                kind = block.get("type")
+                # offset: line of the transcript, then block within the line
+                prov = Provenance(source_id, number * 1000 + offset)
+                if kind == "text" and str(block.get("text", "")).strip():
+                    text = str(block["text"])
+                    role = Role.USER if entry["type"] == "user" else Role.ASSISTANT
+                    query.records.append(Record(role, text, at, prov))
+                    if role is Role.ASSISTANT and not entry.get("isSidechain"):
+                        query.final_reply, query.final_at = text, at
+                elif kind == "tool_use":
+                    name = str(block.get("name", "tool"))
+                    tool_input = (
+                        block.get("input") if isinstance(block.get("input"), Mapping) else {}
+                    )
+                    assert isinstance(tool_input, Mapping)
+                    raw_path = tool_input.get("file_path")
+                    rel = _relative(raw_path, cwd, repo_root) if name in _EDIT_TOOLS else None
+                    shown = rel or str(raw_path or "")
+                    query.records.append(
+                        Record(
+                            Role.ASSISTANT, _tool_use_record_text(name, tool_input, shown), at, prov
+                        )
+                    )
+                    if rel is not None:
+                        query.edits.setdefault(len(query.records) - 1, []).extend(
+                            _edits_of(name, tool_input, rel, at)
+                        )
+                elif kind == "tool_result":
+                    text = _tool_result_text(block)
+                    if text.strip():
+                        query.records.append(Record(Role.TOOL_RESULT, text, at, prov))
+        except ContentError as exc:
+            parsed.bad.append(BadRecord(source, str(exc)))
+    if run_id is None:
+        if queries:
+            parsed.bad.append(BadRecord(queries[0].source, "sessionId: missing"))
+        return parsed
+    _drafts(parsed, queries, project, run_id, budget)
+    return parsed
+
+
+def _drafts(
+    parsed: Parsed, queries: list[_Query], project: ProjectId, run_id: RunId, budget: int
+) -> None:
+    next_t = 1
+    for query in queries:
+        if not query.records:
+            continue
+        try:
+            chunks = chunk_records(query.records, budget=budget, first_t=next_t)
+        except ContentError as exc:
+            parsed.bad.append(BadRecord(query.source, str(exc)))
+            continue
+        next_t += len(chunks)
+        l1_id: str | None = None
+        if query.final_reply and query.final_at:
+            l1 = MemoryNode(
+                Level.L1,
+                project,
+                query.query_id,
+                run_id,
+                chunks[-1].t,
+                query.final_reply,
+                query.final_at,
+            )
+            l1_id = f"{query.query_id.value}/L1"
+            parsed.drafts.append(Draft(l1_id, l1, query.source))
+        position = 0
+        for chunk in chunks:
+            edits = [
+                e
+                for i in range(position, position + len(chunk.records))
+                for e in query.edits.get(i, [])
+            ]
+            position += len(chunk.records)
+            node = MemoryNode(
+                Level.L0,
+                project,
+                query.query_id,
+                run_id,
+                chunk.t,
+                chunk.text,
+                chunk.records[0].timestamp,
+            )
+            draft = Draft(
+                f"{query.query_id.value}/t{chunk.t}",
+                node,
+                query.source,
+                [l1_id] if l1_id else [],
+                [TextAtHead(e.file, e.text, e.at) for e in edits],
+            )
+            parsed.drafts.append(draft)

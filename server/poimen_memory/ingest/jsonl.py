@@ -1,0 +1,194 @@
+"""The generic JSONL format: one object a line, ``"type": "node"`` or ``"type": "edge"``.
+
+    {"type": "node", "id": "m1", "level": "L1", "query_id": "q1", "text": "...",
+     "run_id": "r1", "t": 1, "created_at": "2026-08-15T10:30:00Z", "parents": ["s1"]}
+    {"type": "node", "id": "e1", "level": "L0", "query_id": "q1", "text": "...",
+     "parents": ["m1"],
+     "anchors": [{"file": "src/a.rs", "line": 42},
+                 {"file": "src/a.rs", "lines": [40, 45], "commit": "<sha or prefix>"},
+                 {"file": "src/b.rs"}]}
+    {"type": "edge", "child": "e1", "parent": "m1"}
+
+``id`` is local to the file; ``parents``, ``child`` and ``parent`` take local ids or sha256
+values of stored nodes. An anchor without ``commit`` names lines at HEAD, which blame maps to
+their origin commit and line; with ``commit`` the lines are as they are in that commit. An
+anchor without ``line``/``lines`` covers the whole file. Optional fields: ``id`` (default: the
+line number), ``run_id`` (default: derived from the file name), ``t`` (default 0) and
+``created_at`` (default: the ingest time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from poimen_memory.domain import (
+    ContentError,
+    Level,
+    MemoryNode,
+    ProjectId,
+    QueryId,
+    RunId,
+    check_repo_path,
+    parse_timestamp,
+)
+from poimen_memory.ingest.model import (
+    AnchorRequest,
+    BadRecord,
+    Draft,
+    LinesAtCommit,
+    LinesAtHead,
+    Parsed,
+    SourceRef,
+    WholeFile,
+)
+
+__all__ = ["default_run_id", "parse_jsonl"]
+
+_NODE_KEYS = frozenset(
+    {"type", "id", "level", "query_id", "text", "run_id", "t", "created_at", "parents", "anchors"}
+)
+_ANCHOR_KEYS = frozenset({"file", "line", "lines", "commit"})
+
+
+def default_run_id(path: Path) -> RunId:
+    """A run id for input that names none: stable for the same file name and content."""
+    digest = hashlib.sha256(path.name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return RunId(f"import-{digest}")
+
+
+def iter_json_lines(path: Path) -> Iterable[tuple[int, object | BadRecord]]:
+    """(line number, parsed JSON or a BadRecord) for each non-blank line of ``path``."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            source = SourceRef(str(path), number)
+            try:
+                yield number, json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                yield number, BadRecord(source, "not UTF-8 text")
+            except json.JSONDecodeError as exc:
+                yield number, BadRecord(source, f"not valid JSON: {exc.msg} at column {exc.colno}")
+
+
+def parse_jsonl(path: Path, project: ProjectId, now: datetime | None = None) -> Parsed:
+    """Parse a generic JSONL file into drafts and edges; bad lines are collected, not raised."""
+    parsed = Parsed()
+    run_id = default_run_id(path)
+    created_default = now or datetime.now(UTC)
+    seen_ids: dict[str, SourceRef] = {}
+    for number, obj in iter_json_lines(path):
+        source = SourceRef(str(path), number)
+        if isinstance(obj, BadRecord):
+            parsed.bad.append(obj)
+            continue
+        try:
+            if not isinstance(obj, Mapping):
+                raise ContentError(f"expected a JSON object, got {type(obj).__name__}")
+            kind = obj.get("type")
+            if kind == "node":
+                draft = _node(obj, project, run_id, created_default, source)
+                if draft.local_id in seen_ids:
+                    first = seen_ids[draft.local_id].line
+                    raise ContentError(f"id: {draft.local_id!r} already used at line {first}")
+                seen_ids[draft.local_id] = source
+                parsed.drafts.append(draft)
+            elif kind == "edge":
+                child, parent = _ref(obj, "child"), _ref(obj, "parent")
+                parsed.edges.append((child, parent, source))
+            else:
+                raise ContentError(f"type: expected 'node' or 'edge', got {kind!r}")
+        except ContentError as exc:
+            parsed.bad.append(BadRecord(source, str(exc)))
+    return parsed
+
+
+def _ref(obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ContentError(f"{key}: expected a node id or sha256, got {value!r}")
+    return value
+
+
+def _node(
+    obj: Mapping[str, Any],
+    project: ProjectId,
+    run_id: RunId,
+    created_default: datetime,
+    source: SourceRef,
+) -> Draft:
+    unknown = sorted(set(obj) - _NODE_KEYS)
+    if unknown:
+        raise ContentError(f"{unknown[0]}: unknown field of a node")
+    if "level" not in obj:
+        raise ContentError("level: missing")
+    if "text" not in obj:
+        raise ContentError("text: missing")
+    level = Level.parse(obj["level"])
+    query = obj.get("query_id")
+    local_id = obj.get("id", f"line-{source.line}")
+    if not isinstance(local_id, str) or not local_id.strip():
+        raise ContentError(f"id: expected a non-empty string, got {local_id!r}")
+    node = MemoryNode(
+        level=level,
+        project=project,
+        query_id=None if query is None else QueryId(query),
+        run_id=RunId(obj["run_id"]) if "run_id" in obj else run_id,
+        t=obj.get("t", 0),
+        text=obj["text"],
+        created_at=(
+            parse_timestamp("created_at", obj["created_at"])
+            if "created_at" in obj
+            else created_default
+        ),
+    )
+    parents = obj.get("parents", [])
+    if not isinstance(parents, list) or not all(isinstance(p, str) and p for p in parents):
+        raise ContentError(f"parents: expected a list of node ids, got {parents!r}")
+    anchors_raw = obj.get("anchors", [])
+    if not isinstance(anchors_raw, list):
+        raise ContentError(f"anchors: expected a list, got {anchors_raw!r}")
+    if anchors_raw and level is not Level.L0:
+        raise ContentError(f"anchors: only L0 evidence is anchored to code, not {level.value}")
+    anchors = [_anchor(a, i) for i, a in enumerate(anchors_raw)]
+    return Draft(local_id, node, source, list(parents), anchors)
+
+
+def _anchor(obj: object, index: int) -> AnchorRequest:
+    where = f"anchors[{index}]"
+    if not isinstance(obj, Mapping):
+        raise ContentError(f"{where}: expected an object, got {obj!r}")
+    unknown = sorted(set(obj) - _ANCHOR_KEYS)
+    if unknown:
+        raise ContentError(f"{where}.{unknown[0]}: unknown field of an anchor")
+    file = check_repo_path(f"{where}.file", obj.get("file"))
+    commit = obj.get("commit")
+    if commit is not None and (not isinstance(commit, str) or not commit):
+        raise ContentError(f"{where}.commit: expected a commit id, got {commit!r}")
+    if "line" in obj and "lines" in obj:
+        raise ContentError(f"{where}: give either line or lines, not both")
+    if "line" in obj:
+        start = end = _line(f"{where}.line", obj["line"])
+    elif "lines" in obj:
+        pair = obj["lines"]
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise ContentError(f"{where}.lines: expected [start, end], got {pair!r}")
+        start, end = _line(f"{where}.lines[0]", pair[0]), _line(f"{where}.lines[1]", pair[1])
+        if end < start:
+            raise ContentError(f"{where}.lines: end {end} is before start {start}")
+    else:
+        return WholeFile(file, commit)
+    if commit is None:
+        return LinesAtHead(file, start, end)
+    return LinesAtCommit(file, start, end, commit)
+
+
+def _line(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+        raise ContentError(f"{name}: expected a line number >= 1, got {value!r}")
+    return value

@@ -1,0 +1,107 @@
+"""What adapters produce: node drafts with anchor requests, before git and the store see them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from poimen_memory.domain import MemoryNode
+
+__all__ = [
+    "AnchorRequest",
+    "BadRecord",
+    "Draft",
+    "IngestError",
+    "LinesAtCommit",
+    "LinesAtHead",
+    "Parsed",
+    "SourceRef",
+    "TextAtHead",
+    "WholeFile",
+]
+
+
+class IngestError(Exception):
+    """Input that cannot be ingested as a whole (unreadable file, unknown format)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """Where a record came from: input file and 1-based line."""
+
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class BadRecord:
+    """A record that was not ingested, and why."""
+
+    source: SourceRef
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class LinesAtCommit:
+    """Lines ``start..end`` of ``file`` as they are in ``commit`` (0..0: the whole file)."""
+
+    file: str
+    start: int
+    end: int
+    commit: str
+
+
+@dataclass(frozen=True, slots=True)
+class LinesAtHead:
+    """Lines of ``file`` at HEAD, mapped through blame to where they came from."""
+
+    file: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class WholeFile:
+    """The whole of ``file``, at ``commit`` or at the last commit that touched it."""
+
+    file: str
+    commit: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextAtHead:
+    """The lines an edit produced: ``text`` located once in ``file`` at HEAD, kept only where
+    blame says they were committed no earlier than the edit (``not_before``)."""
+
+    file: str
+    text: str
+    not_before: datetime
+
+
+AnchorRequest = LinesAtCommit | LinesAtHead | WholeFile | TextAtHead
+
+
+@dataclass(slots=True)
+class Draft:
+    """A node ready but for its anchors; ``parents`` are local ids or sha256 values."""
+
+    local_id: str
+    node: MemoryNode
+    source: SourceRef
+    parents: list[str] = field(default_factory=list)
+    anchors: list[AnchorRequest] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Parsed:
+    """An adapter's output for one input file."""
+
+    drafts: list[Draft] = field(default_factory=list)
+    edges: list[tuple[str, str, SourceRef]] = field(default_factory=list)  # child, parent refs
+    bad: list[BadRecord] = field(default_factory=list)

@@ -1,0 +1,363 @@
+"""``mem ingest``: files -> drafts (adapters) -> git enrichment -> store, in batches.
+
+Everything is parsed and checked before anything is written. By default one bad record means
+nothing is written; with ``skip_bad`` the good ones are. Batches are written one transaction
+each, parents before children, with a NOTIFY on ``poimen_memory_ingest`` after each.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from poimen_memory.chunking import DEFAULT_TOKEN_BUDGET
+from poimen_memory.domain import (
+    Anchor,
+    CommitInfo,
+    CommitSha,
+    Edge,
+    Level,
+    MemoryNode,
+    ProjectId,
+    RepoId,
+    Sha256Hash,
+)
+from poimen_memory.gitio import BlameCache, Blamer, GitError, GitRepo
+from poimen_memory.gitio.cache import default_cache_path
+from poimen_memory.ingest.agent_trace import looks_like_agent_trace, parse_agent_trace
+from poimen_memory.ingest.claude_code import looks_like_claude_code, parse_claude_code
+from poimen_memory.ingest.enrich import enrich
+from poimen_memory.ingest.jsonl import iter_json_lines, parse_jsonl
+from poimen_memory.ingest.model import BadRecord, Draft, IngestError, Parsed, SourceRef
+from poimen_memory.store import Batch, InsertCounts, Store
+
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "Format",
+    "IngestOptions",
+    "IngestRejected",
+    "IngestSummary",
+    "detect_format",
+    "expand_paths",
+    "ingest",
+]
+
+NOTIFY_CHANNEL = "poimen_memory_ingest"
+_SHA = re.compile(r"[0-9a-f]{64}")
+
+
+class Format(enum.Enum):
+    """Input formats."""
+
+    AUTO = "auto"
+    JSONL = "jsonl"
+    CLAUDE_CODE = "claude-code"
+    AGENT_TRACE = "agent-trace"
+
+
+class IngestRejected(Exception):
+    """Bad records were found and ``skip_bad`` was off: nothing was written."""
+
+    def __init__(self, bad: Sequence[BadRecord]) -> None:
+        super().__init__(f"{len(bad)} bad record(s); nothing was written")
+        self.bad = list(bad)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOptions:
+    """What to ingest into, and how."""
+
+    project: ProjectId
+    repo_dir: Path
+    repo_override: str | None = None
+    format: Format = Format.AUTO
+    skip_bad: bool = False
+    budget: int = DEFAULT_TOKEN_BUDGET
+    batch_nodes: int = 5000
+    cache_path: Path | None = None
+
+
+@dataclass(slots=True)
+class IngestSummary:
+    """What an ingest read and wrote."""
+
+    repo: RepoId
+    files: int = 0
+    nodes_by_level: dict[str, int] = field(default_factory=lambda: {lv.value: 0 for lv in Level})
+    edges: int = 0
+    anchors: int = 0
+    unanchored_edits: int = 0
+    written: InsertCounts = field(default_factory=InsertCounts)
+    skipped: list[BadRecord] = field(default_factory=list)
+    batches: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        """The summary as printed by ``mem ingest --json``."""
+        return {
+            "repo": self.repo.value,
+            "files": self.files,
+            "nodes": self.nodes_by_level,
+            "edges": self.edges,
+            "anchors": self.anchors,
+            "unanchored_edits": self.unanchored_edits,
+            "written": {
+                "nodes": self.written.nodes,
+                "edges": self.written.edges,
+                "anchors": self.written.anchors,
+                "commits": self.written.commits,
+            },
+            "skipped": [str(b) for b in self.skipped],
+            "batches": self.batches,
+        }
+
+
+def expand_paths(paths: Iterable[Path]) -> list[Path]:
+    """Files named, and the .jsonl/.json files under directories named, in a stable order."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out.extend(
+                sorted(
+                    p for p in path.rglob("*") if p.suffix in (".jsonl", ".json") and p.is_file()
+                )
+            )
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise IngestError(f"PATH: {path} does not exist")
+    return out
+
+
+def detect_format(path: Path) -> Format:
+    """The format of a file, from its first JSON object."""
+    for _, obj in iter_json_lines(path):
+        if isinstance(obj, BadRecord):
+            break
+        if looks_like_agent_trace(obj):
+            return Format.AGENT_TRACE
+        if looks_like_claude_code(obj):
+            return Format.CLAUDE_CODE
+        if isinstance(obj, dict) and obj.get("type") in ("node", "edge"):
+            return Format.JSONL
+        if isinstance(obj, dict) and obj.get("type") == "summary":
+            continue  # Claude Code transcripts may open with summaries
+        break
+    try:
+        whole = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        whole = None
+    first = whole[0] if isinstance(whole, list) and whole else whole
+    if looks_like_agent_trace(first):
+        return Format.AGENT_TRACE
+    raise IngestError(
+        f"{path}: cannot tell the format (generic JSONL, Claude Code or Agent Trace); "
+        "name it with --format"
+    )
+
+
+def _parse(path: Path, options: IngestOptions, repo_root: Path) -> Parsed:
+    fmt = detect_format(path) if options.format is Format.AUTO else options.format
+    if fmt is Format.JSONL:
+        return parse_jsonl(path, options.project)
+    if fmt is Format.CLAUDE_CODE:
+        return parse_claude_code(path, options.project, repo_root, options.budget)
+    if fmt is Format.AGENT_TRACE:
+        return parse_agent_trace(path, options.project)
+    raise IngestError(f"--format: unsupported {fmt.value!r}")
+
+
+@dataclass(slots=True)
+class _Plan:
+    nodes: dict[Sha256Hash, MemoryNode] = field(default_factory=dict)
+    edges: dict[tuple[Sha256Hash, Sha256Hash], SourceRef] = field(default_factory=dict)
+    anchors: dict[Sha256Hash, list[Anchor]] = field(default_factory=dict)
+    commits: dict[CommitSha, CommitInfo] = field(default_factory=dict)
+
+
+def ingest(
+    paths: Sequence[Path],
+    store: Store,
+    options: IngestOptions,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> IngestSummary:
+    """Ingest ``paths`` into ``store``; raises IngestRejected (nothing written) on bad records
+    unless ``options.skip_bad``."""
+    try:
+        repo = GitRepo.discover(options.repo_dir)
+        repo_id = repo.identity(options.repo_override)
+    except GitError as exc:
+        raise IngestError(f"--repo: {exc}") from None
+    files = expand_paths(paths)
+    summary = IngestSummary(repo=repo_id, files=len(files))
+    blamer = Blamer(repo, BlameCache(options.cache_path or default_cache_path()))
+    bad: list[BadRecord] = []
+    per_file: list[
+        tuple[list[Draft], list[tuple[str, str, SourceRef]], dict[str, list[Anchor]]]
+    ] = []
+    commits: dict[CommitSha, CommitInfo] = {}
+    for index, path in enumerate(files):
+        if on_progress:
+            on_progress(f"reading {path.name}", index, len(files))
+        try:
+            parsed = _parse(path, options, repo.root)
+        except OSError as exc:
+            raise IngestError(f"PATH: cannot read {path}: {exc.strerror}") from None
+        bad.extend(parsed.bad)
+        enriched = enrich(repo, blamer, parsed.drafts, options.project, repo_id)
+        bad.extend(enriched.bad)
+        summary.unanchored_edits += enriched.unlocated
+        good = [d for d in parsed.drafts if d.local_id not in enriched.bad_ids]
+        per_file.append((good, parsed.edges, enriched.anchors))
+        commits.update(enriched.commits)
+    levels = _known_levels(per_file, store, options.project)
+    plan = _Plan(commits=commits)
+    for drafts, edges, anchors in per_file:
+        _plan_file(plan, drafts, edges, anchors, levels, bad)
+    if bad and not options.skip_bad:
+        raise IngestRejected(bad)
+    summary.skipped = bad
+    for node in plan.nodes.values():
+        summary.nodes_by_level[node.level.value] += 1
+    summary.edges = len(plan.edges)
+    summary.anchors = sum(len(a) for a in plan.anchors.values())
+    _write(plan, store, options, repo_id, summary, on_progress)
+    return summary
+
+
+def _known_levels(
+    per_file: list[tuple[list[Draft], list[tuple[str, str, SourceRef]], dict[str, list[Anchor]]]],
+    store: Store,
+    project: ProjectId,
+) -> dict[Sha256Hash, Level]:
+    """Levels of every node the input defines, and of the stored nodes it refers to by sha."""
+    levels = {d.node.sha256: d.node.level for drafts, _, _ in per_file for d in drafts}
+    refs = {
+        Sha256Hash(r)
+        for drafts, edges, _ in per_file
+        for r in [*(p for d in drafts for p in d.parents), *(x for e in edges for x in e[:2])]
+        if _SHA.fullmatch(r)
+    }
+    outside = refs - set(levels)
+    if outside:
+        levels |= store.node_levels(project, outside)
+    return levels
+
+
+def _plan_file(
+    plan: _Plan,
+    drafts: list[Draft],
+    edges: list[tuple[str, str, SourceRef]],
+    anchors: dict[str, list[Anchor]],
+    levels: dict[Sha256Hash, Level],
+    bad: list[BadRecord],
+) -> None:
+    """Add a file's nodes and edges to the plan. A node whose parent cannot be linked is bad
+    as a whole (never half-written); so, in turn, are the nodes below it."""
+    alive = {d.local_id: d for d in drafts}
+    rejected: set[str] = set()
+
+    def resolve(ref: str) -> tuple[Sha256Hash | None, str]:
+        if ref in alive:
+            return alive[ref].node.sha256, ""
+        if ref in rejected:
+            return None, f"{ref!r} was not ingested (see its own error)"
+        if _SHA.fullmatch(ref):
+            sha = Sha256Hash(ref)
+            if sha in levels:
+                return sha, ""
+            return None, f"node {ref} is not in this input or the store"
+        return None, f"{ref!r} is no node of this file and no sha256"
+
+    def link_error(child: Sha256Hash, parent_ref: str) -> tuple[Sha256Hash | None, str]:
+        parent, why = resolve(parent_ref)
+        if parent is None:
+            return None, f"parent: {why}"
+        if parent == child:
+            return None, "parent: a node cannot be its own parent"
+        if levels[child].rank >= levels[parent].rank:
+            return None, (
+                f"edge: {levels[child].value} -> {levels[parent].value} does not point up "
+                "(edges go L0 -> L1 -> L2)"
+            )
+        return parent, ""
+
+    changed = True
+    while changed:
+        changed = False
+        for d in list(alive.values()):
+            for parent_ref in d.parents:
+                parent, why = link_error(d.node.sha256, parent_ref)
+                if parent is None:
+                    bad.append(BadRecord(d.source, why))
+                    del alive[d.local_id]
+                    rejected.add(d.local_id)
+                    changed = True
+                    break
+    for d in alive.values():
+        plan.nodes.setdefault(d.node.sha256, d.node)
+        plan.anchors.setdefault(d.node.sha256, []).extend(anchors.get(d.local_id, []))
+        for parent_ref in d.parents:
+            parent, _ = resolve(parent_ref)
+            assert parent is not None
+            plan.edges.setdefault((d.node.sha256, parent), d.source)
+    for child_ref, parent_ref, source in edges:
+        child, why = resolve(child_ref)
+        if child is None:
+            bad.append(BadRecord(source, f"child: {why}"))
+            continue
+        parent, why = link_error(child, parent_ref)
+        if parent is None:
+            bad.append(BadRecord(source, why))
+            continue
+        plan.edges.setdefault((child, parent), source)
+
+
+def _write(
+    plan: _Plan,
+    store: Store,
+    options: IngestOptions,
+    repo_id: RepoId,
+    summary: IngestSummary,
+    on_progress: Callable[[str, int, int], None] | None,
+) -> None:
+    # Parents first: L2, then L1, then L0, so every edge's parent is already stored.
+    ordered = sorted(plan.nodes.values(), key=lambda n: -n.level.rank)
+    children: dict[Sha256Hash, list[Sha256Hash]] = {}
+    for child, parent in plan.edges:
+        children.setdefault(child, []).append(parent)
+    payload = json.dumps({"project": options.project.value, "repo": repo_id.value})
+    total = len(ordered)
+    written = InsertCounts()
+    step = max(1, options.batch_nodes)
+    for start in range(0, max(total, 1), step):
+        nodes = ordered[start : start + step]
+        edges = [
+            Edge(options.project, n.sha256, parent)
+            for n in nodes
+            for parent in children.get(n.sha256, [])
+        ]
+        # Edges whose child is stored already (external) ride with the first batch.
+        if start == 0:
+            edges += [Edge(options.project, c, p) for (c, p) in plan.edges if c not in plan.nodes]
+        anchors = [a for n in nodes for a in plan.anchors.get(n.sha256, [])]
+        commits = list({a.commit: plan.commits[a.commit] for a in anchors}.values())
+        if not (nodes or edges):
+            break
+        counts = store.insert_batch(
+            Batch(nodes=nodes, edges=edges, commits=commits, anchors=anchors),
+            notify=(NOTIFY_CHANNEL, payload),
+        )
+        written = InsertCounts(
+            nodes=written.nodes + counts.nodes,
+            edges=written.edges + counts.edges,
+            commits=written.commits + counts.commits,
+            anchors=written.anchors + counts.anchors,
+        )
+        summary.batches += 1
+        if on_progress:
+            on_progress("writing", min(start + step, total), total)
+    summary.written = written
