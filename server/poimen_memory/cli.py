@@ -9,10 +9,11 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from poimen_memory import __version__
 from poimen_memory.domain import ContentError, ProjectId
@@ -24,6 +25,17 @@ from poimen_memory.ingest import (
     IngestSummary,
     ingest,
 )
+from poimen_memory.lookup import (
+    ByAuthorRequest,
+    ByCommitRequest,
+    ByGitRequest,
+    LookupFailed,
+    LookupResult,
+    LookupService,
+    QueryRequest,
+    build_service,
+)
+from poimen_memory.render import render_text
 from poimen_memory.store import (
     ConfigError,
     DsnSource,
@@ -188,6 +200,134 @@ def _progress(args: argparse.Namespace) -> Iterator[Callable[[str, int, int], No
         yield update
 
 
+def _service(args: argparse.Namespace, store: Store, repo_dirs: list[str]) -> LookupService:
+    default = _project(args) if getattr(args, "project", None) or _has_default_project() else None
+    return build_service(store, repo_dirs, default, getattr(args, "repo_id", None))
+
+
+def _has_default_project() -> bool:
+    return bool(os.environ.get("POIMEN_PROJECT") or read_config(config_path()).get("project"))
+
+
+def _print_result(args: argparse.Namespace, result: LookupResult) -> int:
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(render_text(result))
+    return 0
+
+
+def _parse_location(spec: str) -> tuple[str, dict[str, object]]:
+    """``FILE``, ``FILE:LINE`` or ``FILE:START-END`` (the last colon separates the lines)."""
+    path, sep, lines = spec.rpartition(":")
+    if not sep or not path or not re.fullmatch(r"\d+(-\d+)?", lines):
+        return spec, {}
+    if "-" in lines:
+        start, end = lines.split("-")
+        return path, {"lines": [int(start), int(end)]}
+    return path, {"line": int(lines)}
+
+
+def cmd_by_git(args: argparse.Namespace) -> int:
+    """Memories at FILE:LINE (current lines mapped through blame)."""
+    path, lines = _parse_location(args.location)
+    target = _store_dsn(args)
+    with Store(target.dsn, max_size=1) as store:
+        service = _service(args, store, [])
+        identity, _, relpath = service.checkouts.locate(
+            Path(args.repo, path) if args.repo else Path(path).absolute()
+        )
+        body: dict[str, object] = {"file": relpath, "repo": identity.value, **lines}
+        if args.project:
+            body["project"] = args.project
+        if args.commit:
+            body["commit_sha"] = args.commit
+        if args.at:
+            body["at"] = args.at
+        return _print_result(
+            args, service.by_git(ByGitRequest.from_json(body, service.default_project))
+        )
+
+
+def cmd_by_commit(args: argparse.Namespace) -> int:
+    """Memories whose evidence is anchored in a commit."""
+    target = _store_dsn(args)
+    with Store(target.dsn, max_size=1) as store:
+        service = _service(args, store, [args.repo] if args.repo else [])
+        body: dict[str, object] = {"commit_sha": args.sha}
+        _scope(args, body, service)
+        return _print_result(
+            args, service.by_commit(ByCommitRequest.from_json(body, service.default_project))
+        )
+
+
+def cmd_by_author(args: argparse.Namespace) -> int:
+    """Evidence from an author's commits."""
+    target = _store_dsn(args)
+    with Store(target.dsn, max_size=1) as store:
+        service = _service(args, store, [args.repo] if args.repo else [])
+        body: dict[str, object] = {"author": args.author}
+        _scope(args, body, service)
+        return _print_result(
+            args, service.by_author(ByAuthorRequest.from_json(body, service.default_project))
+        )
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Full-text search over memories."""
+    target = _store_dsn(args)
+    with Store(target.dsn, max_size=1) as store:
+        service = _service(args, store, [])
+        body: dict[str, object] = {"query": args.text, "limit": args.limit}
+        if args.project:
+            body["project"] = args.project
+        if args.git_repo:
+            body["git_repo"] = args.git_repo
+        return _print_result(
+            args, service.query(QueryRequest.from_json(body, service.default_project))
+        )
+
+
+def _scope(args: argparse.Namespace, body: dict[str, object], service: LookupService) -> None:
+    if args.project:
+        body["project"] = args.project
+    if args.repo_id:
+        body["repo"] = args.repo_id
+    elif args.repo:
+        body["repo"] = service.checkouts.identities()[0].value
+
+
+def cmd_http(args: argparse.Namespace) -> int:
+    """Serve the HTTP API."""
+    import uvicorn
+
+    from poimen_memory.http import create_app, is_loopback
+
+    token = args.token or os.environ.get("POIMEN_HTTP_TOKEN") or None
+    if not is_loopback(args.host) and not token:
+        raise UsageError(
+            f"--host: {args.host} is reachable from other machines; set --token or "
+            "POIMEN_HTTP_TOKEN to require a bearer token"
+        )
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port: expected 1 to 65535, got {args.port}")
+    target = _store_dsn(args)
+    with Store(target.dsn) as store:
+        service = _service(args, store, args.repo or [])
+        uvicorn.run(create_app(service, token), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def _lookup_parser(
+    commands: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
+    p.add_argument("--project", help="project (default: $POIMEN_PROJECT or the config)")
+    p.add_argument("--json", action="store_true", help="print the response model as JSON")
+    p.set_defaults(func=func)
+    return p
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
@@ -195,6 +335,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mem``."""
+    p: argparse.ArgumentParser
     parser = _Parser(
         prog="mem",
         description="poimen-memory: memories from coding-agent sessions, anchored to code.",
@@ -222,6 +363,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=2048, help="tokens per L0 chunk (default 2048)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_ingest)
+    p = _lookup_parser(commands, "by-git", "memories at FILE:LINE, through blame", cmd_by_git)
+    p.add_argument("location", metavar="FILE[:LINE[-END]]", help="a file, a line or a range")
+    p.add_argument("--repo", help="work tree the path is relative to (default: the current dir)")
+    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
+    p.add_argument("--commit", help="look the lines up literally in this commit (no blame)")
+    p.add_argument("--at", help="blame as of this commit instead of HEAD")
+    p = _lookup_parser(commands, "by-commit", "memories anchored in a commit", cmd_by_commit)
+    p.add_argument("sha", metavar="SHA", help="a full commit id or a unique prefix")
+    p.add_argument("--repo", help="a work tree of the repository (its identity scopes the lookup)")
+    p.add_argument("--repo-id", help="repository identity to scope the lookup to")
+    p = _lookup_parser(commands, "by-author", "evidence from an author's commits", cmd_by_author)
+    p.add_argument("author", metavar="EMAIL", help="author email or name (.mailmap applied)")
+    p.add_argument("--repo", help="a work tree of the repository (for .mailmap and scope)")
+    p.add_argument("--repo-id", help="repository identity to scope the lookup to")
+    p = _lookup_parser(commands, "query", "full-text search over memories", cmd_query)
+    p.add_argument("text", metavar="TEXT", help="words to search for (web-search syntax)")
+    p.add_argument("--git-repo", help="cite each result by its evidence in this repository")
+    p.add_argument("--limit", type=int, default=20, help="results (1-100, default 20)")
+    p = commands.add_parser("http", help="serve the HTTP API")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8750, help="port (default 8750)")
+    p.add_argument("--repo", action="append", help="a work tree to serve by-git for (repeatable)")
+    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
+    p.add_argument("--project", help="default project for requests that name none")
+    p.add_argument("--token", help="bearer token required on every request")
+    p.set_defaults(func=cmd_http)
     p = db_commands.add_parser("status", help="schema version and row counts")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_db_status)
@@ -244,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ContentError, ConfigError, IngestError) as exc:
         print(f"mem: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (StoreUnavailable, MigrationError) as exc:
+    except (StoreUnavailable, MigrationError, LookupFailed) as exc:
         print(f"mem: error: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     except KeyboardInterrupt:

@@ -335,6 +335,23 @@ class GitRepo:
             out[commit.sha] = commit
         return out
 
+    def mailmap(self, author: str) -> set[str]:
+        """``author`` (an email) and the canonical email and name .mailmap gives it, lowercased.
+
+        A name, or anything that is not a plain email address, is returned as it is.
+        """
+        value = author.strip()
+        if not re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", value):
+            return {value.lower()}
+        done = self.runner.run(self.root, ["check-mailmap", f"<{value}>"], ok_codes=(0, 128))
+        out = {value.lower()}
+        match = re.fullmatch(r"(.*?)\s*<([^>]*)>", done.stdout.decode("utf-8", "replace").strip())
+        if done.returncode == 0 and match:
+            out.add(match.group(2).lower())
+            if match.group(1):
+                out.add(match.group(1).lower())
+        return out
+
     # -- blame ----------------------------------------------------------------------------
 
     def blame_args(self, rev: CommitSha, path: str, lines: tuple[int, int] | None) -> list[str]:

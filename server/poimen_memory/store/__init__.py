@@ -10,12 +10,20 @@ from poimen_memory.store.connection import (
     resolve_dsn,
 )
 from poimen_memory.store.migrations import MigrationError, migrate
-from poimen_memory.store.store import Batch, InsertCounts, Store, StoreStatus, WalkedNode
+from poimen_memory.store.store import (
+    Batch,
+    Evidence,
+    InsertCounts,
+    Store,
+    StoreStatus,
+    WalkedNode,
+)
 
 __all__ = [
     "Batch",
     "ConfigError",
     "DsnSource",
+    "Evidence",
     "InsertCounts",
     "MigrationError",
     "ResolvedDsn",

@@ -12,20 +12,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from poimen_memory.domain import (
     Anchor,
     CommitInfo,
+    CommitSha,
     ContentError,
     Edge,
     Level,
     MemoryNode,
     ProjectId,
     QueryId,
+    RepoId,
     RunId,
     Sha256Hash,
+    parse_timestamp,
 )
 from poimen_memory.store.connection import (
     CONNECT_TIMEOUT_S,
@@ -35,7 +39,10 @@ from poimen_memory.store.connection import (
 )
 from poimen_memory.store.queries import query
 
-__all__ = ["Batch", "InsertCounts", "Store", "StoreStatus", "WalkedNode"]
+__all__ = ["Batch", "Evidence", "InsertCounts", "Store", "StoreStatus", "WalkedNode"]
+
+# Bound on anchors one lookup returns, so one request cannot pull a whole project.
+MAX_ANCHORS = 10_000
 
 # Above this many rows a batch is loaded with COPY (temp-table setup costs ~ms, COPY wins soon).
 COPY_THRESHOLD = 500
@@ -84,6 +91,16 @@ class WalkedNode:
     node: MemoryNode
     depth: int
     origins: tuple[Sha256Hash, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """An anchor with its commit, its L0 node and the nodes above it (nearest first)."""
+
+    anchor: Anchor
+    commit: CommitInfo
+    node: MemoryNode
+    ancestors: tuple[tuple[MemoryNode, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +405,124 @@ class Store:
             for row in rows
         ]
 
+    # -- lookups ----------------------------------------------------------------------------
+
+    def _evidence(self, filter_name: str, params: dict[str, Any]) -> list[Evidence]:
+        statement = sql.SQL(query("evidence")).format(anchor_filter=sql.SQL(query(filter_name)))
+        with self._conn() as conn:
+            rows = conn.execute(statement, {"max_anchors": MAX_ANCHORS, **params}).fetchall()
+        return [_evidence_from_row(row) for row in rows]
+
+    def evidence_at_line(
+        self, project: ProjectId, repo: RepoId, commit: CommitSha, file: str, line: int
+    ) -> list[Evidence]:
+        """Anchors at ``(repo, commit, file)`` covering ``line`` (in that commit's file)."""
+        return self._evidence(
+            "filter_line",
+            {
+                "project": project.value,
+                "repo": repo.value,
+                "commit_sha": commit.value,
+                "file": file,
+                "line": line,
+            },
+        )
+
+    def evidence_for_pairs(
+        self, project: ProjectId, repo: RepoId, pairs: Iterable[tuple[CommitSha, str]]
+    ) -> list[Evidence]:
+        """Every anchor at any of the ``(commit, file)`` pairs; lines are the caller's to match."""
+        unique = list(dict.fromkeys(pairs))
+        if not unique:
+            return []
+        return self._evidence(
+            "filter_pairs",
+            {
+                "project": project.value,
+                "repo": repo.value,
+                "commits": [c.value for c, _ in unique],
+                "files": [f for _, f in unique],
+            },
+        )
+
+    def evidence_for_commits(
+        self, project: ProjectId, repo: RepoId | None, commits: Iterable[CommitSha]
+    ) -> list[Evidence]:
+        """Every anchor at any of ``commits`` (in ``repo``, or in any repository)."""
+        return self._evidence(
+            "filter_commits",
+            {
+                "project": project.value,
+                "repo": None if repo is None else repo.value,
+                "commits": [c.value for c in commits],
+            },
+        )
+
+    def evidence_for_author(
+        self, project: ProjectId, repo: RepoId | None, authors: Iterable[str]
+    ) -> list[Evidence]:
+        """Anchors at commits whose author email or name is one of ``authors`` (any case)."""
+        return self._evidence(
+            "filter_author",
+            {
+                "project": project.value,
+                "repo": None if repo is None else repo.value,
+                "authors": sorted({a.lower() for a in authors}),
+            },
+        )
+
+    def evidence_for_nodes(
+        self, project: ProjectId, repo: RepoId | None, shas: Iterable[Sha256Hash]
+    ) -> list[Evidence]:
+        """The anchors of the given L0 nodes (in ``repo``, or in any repository)."""
+        return self._evidence(
+            "filter_nodes",
+            {
+                "project": project.value,
+                "repo": None if repo is None else repo.value,
+                "shas": [s.value for s in shas],
+            },
+        )
+
+    def commits_by_prefix(
+        self, project: ProjectId, repo: RepoId | None, prefix: str
+    ) -> list[CommitSha]:
+        """Stored commits starting with ``prefix`` (at most two: enough to tell ambiguity)."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                query("commits_by_prefix"),
+                {
+                    "project": project.value,
+                    "repo": None if repo is None else repo.value,
+                    "prefix": prefix,
+                },
+            ).fetchall()
+        return [CommitSha(r["commit_sha"]) for r in rows]
+
+    def search(self, project: ProjectId, text: str, limit: int) -> list[tuple[MemoryNode, float]]:
+        """Nodes whose text matches ``text`` (web-search syntax), best first, with their rank."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                query("search"), {"project": project.value, "query": text, "limit": limit}
+            ).fetchall()
+        return [(node_from_row(r), float(r["rank"])) for r in rows]
+
+    def evidence_below(
+        self, project: ProjectId, shas: Iterable[Sha256Hash]
+    ) -> dict[Sha256Hash, list[Sha256Hash]]:
+        """For each node, the L0 nodes at or below it."""
+        wanted = [s.value for s in shas]
+        if not wanted:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                query("evidence_below"), {"project": project.value, "shas": wanted}
+            ).fetchall()
+        out: dict[Sha256Hash, list[Sha256Hash]] = {}
+        for r in rows:
+            out.setdefault(Sha256Hash(r["top"]), []).append(Sha256Hash(r["sha256"]))
+        return out
+
     def status(self) -> StoreStatus:
         """Schema version and row counts."""
         from poimen_memory.store.migrations import applied_versions, available
@@ -412,3 +547,36 @@ class Store:
             commits=int(counts["commits"]),
             projects=int(counts["projects"]),
         )
+
+
+def _evidence_from_row(row: dict[str, Any]) -> Evidence:
+    project = ProjectId(row["project"])
+    repo = RepoId(row["repo"])
+    commit = CommitSha(row["commit_sha"])
+    node = node_from_row({**row, "parents": ()})
+    ancestors = []
+    for a in row["ancestors"]:
+        ancestor = node_from_row(
+            {
+                **a,
+                "project": row["project"],
+                "parents": (),
+                "created_at": parse_timestamp("created_at", a["created_at"]),
+            }
+        )
+        ancestors.append((ancestor, int(a["depth"])))
+    return Evidence(
+        anchor=Anchor(
+            project, node.sha256, repo, commit, row["file"], row["line_start"], row["line_end"]
+        ),
+        commit=CommitInfo(
+            repo=repo,
+            sha=commit,
+            message=row["message"],
+            author_name=row["author_name"],
+            author_email=row["author_email"],
+            author_date=row["author_date"],
+        ),
+        node=node,
+        ancestors=tuple(ancestors),
+    )

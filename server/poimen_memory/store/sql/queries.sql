@@ -125,3 +125,104 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
        (SELECT count(*) FROM git_anchor) AS anchors,
        (SELECT count(*) FROM git_commit) AS commits,
        (SELECT count(DISTINCT project) FROM memory_node) AS projects;
+
+-- name: evidence
+-- Anchors chosen by {anchor_filter} (one of the filter_* fragments below), each with its
+-- commit, its L0 node and every node above that node (nearest first). One round trip.
+WITH chosen AS (
+    SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+    FROM git_anchor a
+    WHERE a.project = %(project)s AND {anchor_filter}
+    ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
+    LIMIT %(max_anchors)s
+)
+SELECT ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
+       c.message, c.author_name, c.author_email, c.author_date,
+       n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at,
+       coalesce(up.ancestors, '[]'::jsonb) AS ancestors
+FROM chosen ch
+JOIN git_commit c
+  ON c.project = ch.project AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha
+JOIN memory_node n ON n.project = ch.project AND n.sha256 = ch.node_sha256
+LEFT JOIN LATERAL (
+    WITH RECURSIVE walk (sha256, depth) AS (
+        SELECT e.parent_sha256, 1
+        FROM memory_edge e
+        WHERE e.project = ch.project AND e.child_sha256 = ch.node_sha256
+      UNION
+        SELECT e.parent_sha256, w.depth + 1
+        FROM walk w
+        JOIN memory_edge e ON e.project = ch.project AND e.child_sha256 = w.sha256
+        WHERE w.depth < 8
+    )
+    SELECT jsonb_agg(
+               jsonb_build_object(
+                   'sha256', p.sha256, 'level', p.level, 'query_id', p.query_id,
+                   'run_id', p.run_id, 't', p.t, 'text', p.text, 'created_at', p.created_at,
+                   'depth', d.depth)
+               ORDER BY d.depth, p.created_at DESC, p.sha256) AS ancestors
+    FROM (SELECT sha256, min(depth) AS depth FROM walk GROUP BY sha256) AS d
+    JOIN memory_node p ON p.project = ch.project AND p.sha256 = d.sha256
+) AS up ON true
+ORDER BY n.created_at DESC, n.sha256, ch.file, ch.line_start;
+
+-- name: filter_line
+a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s AND a.file = %(file)s
+AND (a.line_start = 0 OR %(line)s BETWEEN a.line_start AND a.line_end)
+
+-- name: filter_pairs
+a.repo = %(repo)s
+AND (a.commit_sha, a.file) IN (
+    SELECT * FROM unnest(%(commits)s::text[], %(files)s::text[])
+)
+
+-- name: filter_commits
+a.commit_sha = ANY(%(commits)s::text[])
+AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
+
+-- name: filter_author
+(a.repo, a.commit_sha) IN (
+    SELECT g.repo, g.commit_sha FROM git_commit g
+    WHERE g.project = %(project)s
+      AND (lower(g.author_email) = ANY(%(authors)s::text[])
+           OR lower(g.author_name) = ANY(%(authors)s::text[]))
+      AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
+)
+
+-- name: filter_nodes
+a.node_sha256 = ANY(%(shas)s::text[])
+AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
+
+-- name: commits_by_prefix
+SELECT DISTINCT commit_sha FROM git_commit
+WHERE project = %(project)s AND (%(repo)s::text IS NULL OR repo = %(repo)s)
+  AND commit_sha LIKE %(prefix)s || '%%'
+ORDER BY commit_sha
+LIMIT 2;
+
+-- name: search
+-- Full-text search over node text, best first.
+SELECT n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at,
+       ARRAY(SELECT e.parent_sha256 FROM memory_edge e
+             WHERE e.project = n.project AND e.child_sha256 = n.sha256
+             ORDER BY e.parent_sha256) AS parents,
+       ts_rank_cd(n.text_tsv, q) AS rank
+FROM memory_node n, websearch_to_tsquery('english'::regconfig, %(query)s) AS q
+WHERE n.project = %(project)s AND n.text_tsv @@ q
+ORDER BY rank DESC, n.created_at DESC, n.sha256
+LIMIT %(limit)s;
+
+-- name: evidence_below
+-- For each given node, the L0 nodes at or below it (walking edges down), so that search
+-- results at L1/L2 can be cited by the evidence they were built from.
+WITH RECURSIVE down (top, sha256, depth) AS (
+    SELECT s, s, 0 FROM unnest(%(shas)s::text[]) AS s
+  UNION
+    SELECT d.top, e.child_sha256, d.depth + 1
+    FROM down d
+    JOIN memory_edge e ON e.project = %(project)s AND e.parent_sha256 = d.sha256
+    WHERE d.depth < 8
+)
+SELECT DISTINCT d.top, d.sha256
+FROM down d
+JOIN memory_node n ON n.project = %(project)s AND n.sha256 = d.sha256 AND n.level = 'L0';

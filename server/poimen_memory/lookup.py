@@ -1,0 +1,687 @@
+"""The one lookup service behind every surface (CLI, HTTP, LSP): by git location, by commit,
+by author, by text, and every memory of a document for code lens.
+
+Requests are parsed here from plain JSON-like objects, so every surface gives the same
+errors (naming the field and value); results are one response model with one JSON form.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from poimen_memory.domain import (
+    CommitInfo,
+    CommitSha,
+    ContentError,
+    Level,
+    MemoryNode,
+    ProjectId,
+    RepoId,
+    Sha256Hash,
+    check_repo_path,
+)
+from poimen_memory.gitio import (
+    Blame,
+    BlameCache,
+    BlameLine,
+    Blamer,
+    GitError,
+    GitRepo,
+    UnsafeArgument,
+    normalize_remote,
+)
+from poimen_memory.store import Evidence, Store
+
+__all__ = [
+    "ByAuthorRequest",
+    "ByCommitRequest",
+    "ByGitRequest",
+    "Checkouts",
+    "Citation",
+    "DocumentMemories",
+    "LookupFailed",
+    "LookupInputError",
+    "LookupResult",
+    "LookupService",
+    "Memory",
+    "QueryRequest",
+    "build_service",
+]
+
+_HEX_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
+_MAX_TEXT = 1000
+_MAX_LINE = 2**31 - 1
+
+
+class LookupInputError(ContentError):
+    """A request field with a bad value; the message names the field and the value."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+class LookupFailed(RuntimeError):
+    """The lookup could not be answered (no checkout of the repository, git failed)."""
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def _obj(value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise LookupInputError("arguments", f"expected a JSON object, got {_show(value)}")
+    return value
+
+
+def _opt_str(obj: Mapping[str, Any], key: str, limit: int = 512) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise LookupInputError(key, f"expected a non-empty string, got {_show(value)}")
+    if len(value) > limit:
+        raise LookupInputError(key, f"longer than {limit} characters")
+    if "\x00" in value:
+        raise LookupInputError(key, "contains a NUL character")
+    return value
+
+
+def _project(obj: Mapping[str, Any], default: ProjectId | None) -> ProjectId:
+    value = obj.get("project")
+    if value is None:
+        if default is None:
+            raise LookupInputError("project", "required")
+        return default
+    try:
+        return ProjectId(value)
+    except ContentError as exc:
+        raise LookupInputError("project", str(exc).removeprefix("project: ")) from None
+
+
+def _repo(obj: Mapping[str, Any], key: str = "repo") -> RepoId | None:
+    value = _opt_str(obj, key)
+    if value is None:
+        return None
+    try:
+        return normalize_remote(value)
+    except GitError as exc:
+        raise LookupInputError(key, str(exc).removeprefix("repo: ")) from None
+
+
+def _line(key: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LookupInputError(key, f"expected an integer, got {_show(value)}")
+    if not minimum <= value <= _MAX_LINE:
+        raise LookupInputError(key, f"expected a line number >= {minimum}, got {value}")
+    return value
+
+
+def _commit_prefix(key: str, value: object) -> str:
+    if not isinstance(value, str) or not _HEX_PREFIX.fullmatch(value):
+        raise LookupInputError(key, f"expected 4 to 64 hex digits, got {_show(value)}")
+    return value.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class ByGitRequest:
+    """Memories at a code location: ``file`` lines ``line_start..line_end`` (0..0: all)."""
+
+    project: ProjectId
+    file: str
+    line_start: int
+    line_end: int
+    repo: RepoId | None = None
+    commit: str | None = None  # given: a literal lookup in that commit, no blame
+    at: str | None = None  # blame as of this commit instead of HEAD
+
+    @classmethod
+    def from_json(cls, value: object, default_project: ProjectId | None = None) -> ByGitRequest:
+        """Parse ``{"file", "line" | "lines": [a, b], "project", "repo", "commit_sha", "at"}``."""
+        obj = _obj(value)
+        if "file" not in obj:
+            raise LookupInputError("file", "required")
+        try:
+            file = check_repo_path("file", obj["file"])
+        except ContentError as exc:
+            raise LookupInputError("file", str(exc).removeprefix("file: ")) from None
+        if "line" in obj and "lines" in obj:
+            raise LookupInputError("lines", "give either line or lines, not both")
+        if "lines" in obj:
+            pair = obj["lines"]
+            if not (isinstance(pair, list | tuple) and len(pair) == 2):
+                raise LookupInputError("lines", f"expected [start, end], got {_show(pair)}")
+            start, end = _line("lines[0]", pair[0], 1), _line("lines[1]", pair[1], 1)
+            if end < start:
+                raise LookupInputError("lines", f"end {end} is before start {start}")
+        else:
+            start = end = _line("line", obj.get("line", 0), 0)
+        commit = obj.get("commit_sha")
+        at = obj.get("at")
+        return cls(
+            project=_project(obj, default_project),
+            file=file,
+            line_start=start,
+            line_end=end,
+            repo=_repo(obj),
+            commit=None if commit is None else _commit_prefix("commit_sha", commit),
+            at=None if at is None else _commit_prefix("at", at),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ByCommitRequest:
+    """Every memory whose evidence is anchored in a commit (full id or unique prefix)."""
+
+    project: ProjectId
+    commit_sha: str
+    repo: RepoId | None = None
+
+    @classmethod
+    def from_json(cls, value: object, default_project: ProjectId | None = None) -> ByCommitRequest:
+        """Parse ``{"commit_sha", "project", "repo"}``."""
+        obj = _obj(value)
+        if "commit_sha" not in obj:
+            raise LookupInputError("commit_sha", "required")
+        return cls(
+            project=_project(obj, default_project),
+            commit_sha=_commit_prefix("commit_sha", obj["commit_sha"]),
+            repo=_repo(obj),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ByAuthorRequest:
+    """Evidence from an author's commits (email or name, any case, .mailmap applied)."""
+
+    project: ProjectId
+    author: str
+    repo: RepoId | None = None
+
+    @classmethod
+    def from_json(cls, value: object, default_project: ProjectId | None = None) -> ByAuthorRequest:
+        """Parse ``{"author", "project", "repo"}``."""
+        obj = _obj(value)
+        author = _opt_str(obj, "author", 320)
+        if author is None:
+            raise LookupInputError("author", "required")
+        return cls(project=_project(obj, default_project), author=author.strip(), repo=_repo(obj))
+
+
+@dataclass(frozen=True, slots=True)
+class QueryRequest:
+    """Full-text search; with ``git_repo`` each result is cited by its evidence in that repo."""
+
+    project: ProjectId
+    query: str
+    git_repo: RepoId | None = None
+    limit: int = 20
+
+    @classmethod
+    def from_json(cls, value: object, default_project: ProjectId | None = None) -> QueryRequest:
+        """Parse ``{"query", "project", "git_repo", "limit"}``."""
+        obj = _obj(value)
+        text = _opt_str(obj, "query", _MAX_TEXT)
+        if text is None:
+            raise LookupInputError("query", "required")
+        limit = obj.get("limit", 20)
+        if isinstance(limit, str) and limit.isdigit():
+            limit = int(limit)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
+            raise LookupInputError(
+                "limit", f"expected an integer from 1 to 100, got {_show(limit)}"
+            )
+        return cls(
+            project=_project(obj, default_project),
+            query=text,
+            git_repo=_repo(obj, "git_repo"),
+            limit=limit,
+        )
+
+
+# -- the response model -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A place in code that a memory's evidence is anchored to, with its commit."""
+
+    repo: RepoId
+    file: str
+    line_start: int
+    line_end: int
+    commit: CommitInfo
+
+    @property
+    def git_ref(self) -> str:
+        """``file:line``, ``file:start-end`` or ``file`` (whole file): ready to cite."""
+        if self.line_start == 0:
+            return self.file
+        if self.line_start == self.line_end:
+            return f"{self.file}:{self.line_start}"
+        return f"{self.file}:{self.line_start}-{self.line_end}"
+
+    def cite(self) -> str:
+        """``src/kong/buffer.rs:42 (commit abc1234)``."""
+        return f"{self.git_ref} (commit {self.commit.sha.short()})"
+
+    def git_commit_json(self) -> dict[str, Any]:
+        """The seed's ``git_commit`` object."""
+        return {
+            "sha": self.commit.sha.value,
+            "message": self.commit.message,
+            "author": self.commit.author_email,
+            "author_name": self.commit.author_name,
+            "date": self.commit.author_date.isoformat(),
+        }
+
+    def git_context_json(self) -> dict[str, Any]:
+        """The seed's ``git_context`` object."""
+        return {
+            "repo": self.repo.value,
+            "file": self.file,
+            "line": self.line_start,
+            "line_end": self.line_end,
+            "commit_sha": self.commit.sha.value,
+            "commit_msg": self.commit.message,
+            "author": self.commit.author_email,
+            "author_name": self.commit.author_name,
+            "author_date": self.commit.author_date.isoformat(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A node as a lookup returns it: cited by its evidence (for L1/L2: the evidence below
+    it), with the nodes above it, each carrying the same citation."""
+
+    node: MemoryNode
+    citation: Citation | None
+    citations: tuple[Citation, ...] = ()
+    parents: tuple[Memory, ...] = ()
+    lines: tuple[int, ...] = ()  # current lines of the looked-up file it is attached to
+
+    def to_json(self, with_parents: bool = True) -> dict[str, Any]:
+        """The seed's node object."""
+        c = self.citation
+        out: dict[str, Any] = {
+            "sha256": self.node.sha256.value,
+            "level": self.node.level.value,
+            "brief": self.node.brief,
+            "text": self.node.text,
+            "created_at": self.node.created_at.isoformat(),
+            "query_id": None if self.node.query_id is None else self.node.query_id.value,
+            "run_id": self.node.run_id.value,
+            "git_ref": None if c is None else c.git_ref,
+            "git_commit": None if c is None else c.git_commit_json(),
+            "git_context": None if c is None else c.git_context_json(),
+        }
+        if self.citations:
+            out["anchors"] = [a.git_context_json() for a in self.citations]
+        if self.lines:
+            out["lines"] = list(self.lines)
+        if with_parents:
+            out["parents"] = [p.to_json(with_parents=False) for p in self.parents]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    """The answer to any lookup: L0 evidence first (newest first), then the nodes above it."""
+
+    repo: RepoId | None
+    memories: tuple[Memory, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON form every surface returns."""
+        return {
+            "repo": None if self.repo is None else self.repo.value,
+            "nodes": [m.to_json() for m in self.memories],
+        }
+
+    @property
+    def evidence(self) -> list[Memory]:
+        """The L0 memories."""
+        return [m for m in self.memories if m.node.level is Level.L0]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentMemories:
+    """Every memory of a file, by current line (1-based), for code lens and hover."""
+
+    repo: RepoId
+    path: str
+    by_line: dict[int, tuple[Memory, ...]]
+
+    @property
+    def total(self) -> int:
+        """Distinct L0 memories in the file."""
+        return len({m.node.sha256 for ms in self.by_line.values() for m in ms})
+
+
+def _citation(e: Evidence) -> Citation:
+    return Citation(e.anchor.repo, e.anchor.file, e.anchor.line_start, e.anchor.line_end, e.commit)
+
+
+def _citation_key(c: Citation) -> tuple[str, str, str, int, int]:
+    return (c.repo.value, c.commit.sha.value, c.file, c.line_start, c.line_end)
+
+
+def assemble(
+    repo: RepoId | None,
+    rows: Iterable[Evidence],
+    lines_of: Mapping[Sha256Hash, Iterable[int]] | None = None,
+) -> LookupResult:
+    """Evidence rows -> one Memory per L0 node (its matched anchors as citations) followed by
+    each node above them once, cited by the first evidence that reached it. Newest first."""
+    by_node: dict[Sha256Hash, list[Evidence]] = {}
+    for row in rows:
+        by_node.setdefault(row.node.sha256, []).append(row)
+    l0s: list[Memory] = []
+    above: dict[Sha256Hash, tuple[MemoryNode, int, Citation]] = {}
+    for sha, group in by_node.items():
+        citations = sorted(
+            {_citation_key(c): c for c in map(_citation, group)}.values(), key=_citation_key
+        )
+        primary = citations[0]
+        ancestors = group[0].ancestors
+        parents = tuple(Memory(node, primary) for node, _ in ancestors)
+        lines = tuple(sorted(set(lines_of.get(sha, ()) if lines_of else ())))
+        l0s.append(Memory(group[0].node, primary, tuple(citations), parents, lines))
+        for node, depth in ancestors:
+            if node.sha256 not in above or depth < above[node.sha256][1]:
+                above[node.sha256] = (node, depth, primary)
+    l0s.sort(key=lambda m: (m.node.created_at, m.node.sha256.value), reverse=True)
+    uppers = sorted(
+        above.values(),
+        key=lambda t: (-t[0].level.rank, -t[0].created_at.timestamp(), t[0].sha256.value),
+    )
+    up_memories = [Memory(node, citation) for node, _, citation in uppers]
+    # L1 before L2 in the flat list: evidence, then what was learned from it, then synthesis.
+    up_memories.sort(key=lambda m: (m.node.level.rank, -m.node.created_at.timestamp()))
+    return LookupResult(repo, tuple(l0s + up_memories))
+
+
+# -- checkouts --------------------------------------------------------------------------------
+
+
+class Checkouts:
+    """The local work trees this process knows, by repository identity, each with a Blamer."""
+
+    def __init__(self, cache: BlameCache, repo_override: str | None = None) -> None:
+        self.cache = cache
+        self.repo_override = repo_override
+        self._by_root: dict[Path, tuple[RepoId, Blamer]] = {}
+        self._by_id: dict[RepoId, Blamer] = {}
+        self._lock = threading.Lock()
+
+    def add(self, path: str | Path) -> tuple[RepoId, Blamer]:
+        """Register the work tree containing ``path``; LookupFailed if there is none."""
+        try:
+            repo = GitRepo.discover(path)
+            with self._lock:
+                known = self._by_root.get(repo.root)
+            if known is not None:
+                return known
+            identity = repo.identity(self.repo_override)
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
+        blamer = Blamer(repo, self.cache)
+        with self._lock:
+            self._by_root.setdefault(repo.root, (identity, blamer))
+            self._by_id.setdefault(identity, blamer)
+            return self._by_root[repo.root]
+
+    def locate(self, path: str | Path) -> tuple[RepoId, Blamer, str]:
+        """(identity, blamer, path in the tree) for a file path; LookupFailed outside a tree."""
+        absolute = Path(path).expanduser()
+        with self._lock:
+            known = [
+                entry for root, entry in self._by_root.items() if absolute.is_relative_to(root)
+            ]
+        if known:
+            identity, blamer = known[0]
+        else:
+            identity, blamer = self.add(absolute if absolute.is_dir() else absolute.parent)
+        try:
+            return identity, blamer, blamer.repo.relpath(absolute)
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
+
+    def blamer(self, repo: RepoId | None) -> tuple[RepoId, Blamer]:
+        """The checkout of ``repo`` (or the only one known, when ``repo`` is None)."""
+        with self._lock:
+            if repo is not None:
+                found = self._by_id.get(repo)
+                if found is None:
+                    known = ", ".join(sorted(r.value for r in self._by_id)) or "none"
+                    raise LookupInputError(
+                        "repo",
+                        f"no local checkout of {repo.value!r} is known here (known: {known}); "
+                        "give commit_sha for a lookup without blame",
+                    )
+                return repo, found
+            if len(self._by_id) == 1:
+                return next(iter(self._by_id.items()))
+        raise LookupInputError(
+            "repo",
+            "required: this server knows several checkouts, or none"
+            if self._by_id
+            else "required: no local checkout is known; give commit_sha for a lookup without blame",
+        )
+
+    def identities(self) -> list[RepoId]:
+        """Identities of the known checkouts."""
+        with self._lock:
+            return sorted(self._by_id)
+
+
+# -- the service ------------------------------------------------------------------------------
+
+
+@dataclass
+class LookupService:
+    """Every lookup, over one store and the known checkouts."""
+
+    store: Store
+    checkouts: Checkouts
+    default_project: ProjectId | None = None
+
+    def by_git(self, req: ByGitRequest) -> LookupResult:
+        """Memories at a code location: the current lines mapped through blame to their origin
+        (or, with ``commit``, the lines of that commit literally), plus the nodes above them."""
+        if req.commit is not None:
+            return self._by_git_literal(req)
+        repo_id, blamer = self.checkouts.blamer(req.repo)
+        try:
+            at = None if req.at is None else blamer.repo.resolve_commit(req.at)
+            if req.line_start == req.line_end and req.line_start > 0:
+                origin = blamer.origin(req.file, req.line_start, at)
+                if origin is None:
+                    raise LookupInputError(
+                        "line", f"{req.line_start} is beyond the end of {req.file}"
+                    )
+                rows = self.store.evidence_at_line(
+                    req.project, repo_id, origin.commit, origin.orig_path, origin.orig_line
+                )
+                return assemble(repo_id, rows, {r.node.sha256: (req.line_start,) for r in rows})
+            blame = blamer.blame_file(req.file, at)
+        except UnsafeArgument as exc:
+            raise LookupInputError("line", str(exc).removeprefix("line: ")) from None
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
+        if req.line_start == 0:
+            lines = range(1, len(blame.lines) + 1)
+        else:
+            if req.line_end > len(blame.lines):
+                raise LookupInputError(
+                    "lines",
+                    f"{req.line_end} is beyond the end of {req.file} ({len(blame.lines)} lines)",
+                )
+            lines = range(req.line_start, req.line_end + 1)
+        return self._from_blame(req.project, repo_id, blame, lines)
+
+    def _from_blame(
+        self, project: ProjectId, repo_id: RepoId, blame: Blame, lines: Iterable[int]
+    ) -> LookupResult:
+        origins = [o for o in (blame.origin(n) for n in lines) if o is not None]
+        rows = self.store.evidence_for_pairs(
+            project, repo_id, {(o.commit, o.orig_path) for o in origins}
+        )
+        matched, lines_of = _match(rows, origins)
+        return assemble(repo_id, matched, lines_of)
+
+    def _by_git_literal(self, req: ByGitRequest) -> LookupResult:
+        assert req.commit is not None
+        repo = req.repo
+        commit = self._resolve_commit(req.project, repo, req.commit)
+        if commit is None:
+            return LookupResult(repo, ())
+        if repo is None:
+            ids = self.checkouts.identities()
+            if len(ids) != 1:
+                raise LookupInputError("repo", "required for a lookup by commit_sha")
+            repo = ids[0]
+        if req.line_start == req.line_end:
+            if req.line_start == 0:
+                rows = self.store.evidence_for_pairs(req.project, repo, [(commit, req.file)])
+            else:
+                rows = self.store.evidence_at_line(
+                    req.project, repo, commit, req.file, req.line_start
+                )
+            return assemble(repo, rows)
+        rows = [
+            r
+            for r in self.store.evidence_for_pairs(req.project, repo, [(commit, req.file)])
+            if r.anchor.line_start == 0
+            or (r.anchor.line_start <= req.line_end and req.line_start <= r.anchor.line_end)
+        ]
+        return assemble(repo, rows)
+
+    def _resolve_commit(
+        self, project: ProjectId, repo: RepoId | None, prefix: str
+    ) -> CommitSha | None:
+        if len(prefix) in (40, 64):
+            return CommitSha(prefix)
+        found = self.store.commits_by_prefix(project, repo, prefix)
+        if len(found) > 1:
+            raise LookupInputError("commit_sha", f"{prefix!r} is ambiguous; give more digits")
+        return found[0] if found else None
+
+    def by_commit(self, req: ByCommitRequest) -> LookupResult:
+        """Every L0 anchored in the commit, plus the nodes above them."""
+        commit = self._resolve_commit(req.project, req.repo, req.commit_sha)
+        if commit is None:
+            return LookupResult(req.repo, ())
+        return assemble(req.repo, self.store.evidence_for_commits(req.project, req.repo, [commit]))
+
+    def by_author(self, req: ByAuthorRequest) -> LookupResult:
+        """L0 evidence from the author's commits, plus the nodes above it."""
+        authors = {req.author}
+        if req.repo is not None or len(self.checkouts.identities()) == 1:
+            try:
+                _, blamer = self.checkouts.blamer(req.repo)
+                authors |= blamer.repo.mailmap(req.author)
+            except (LookupInputError, GitError):
+                pass  # no checkout to ask: match what was stored (already mailmap-normalized)
+        return assemble(req.repo, self.store.evidence_for_author(req.project, req.repo, authors))
+
+    def query(self, req: QueryRequest) -> LookupResult:
+        """Full-text search, best first; with ``git_repo`` each result is cited by its evidence
+        in that repository (for L1/L2: the evidence they were built from)."""
+        found = self.store.search(req.project, req.query, req.limit)
+        nodes = [n for n, _ in found]
+        walked = {
+            w.node.sha256: w for w in self.store.walk_up(req.project, [n.sha256 for n in nodes])
+        }
+        citations: dict[Sha256Hash, Citation] = {}
+        if req.git_repo is not None and nodes:
+            below = self.store.evidence_below(req.project, [n.sha256 for n in nodes])
+            l0s = {s for shas in below.values() for s in shas}
+            first: dict[Sha256Hash, Citation] = {}
+            for row in self.store.evidence_for_nodes(req.project, req.git_repo, l0s):
+                c = _citation(row)
+                if row.node.sha256 not in first or _citation_key(c) < _citation_key(
+                    first[row.node.sha256]
+                ):
+                    first[row.node.sha256] = c
+            for n in nodes:
+                options = [first[s] for s in below.get(n.sha256, []) if s in first]
+                if options:
+                    citations[n.sha256] = min(options, key=_citation_key)
+        memories = []
+        for n in nodes:
+            citation = citations.get(n.sha256)
+            parents = tuple(
+                Memory(w.node, citation) for w in walked.values() if n.sha256 in w.origins
+            )
+            memories.append(Memory(n, citation, (citation,) if citation else (), parents))
+        return LookupResult(req.git_repo, tuple(memories))
+
+    def for_document(self, project: ProjectId, repo_id: RepoId, blame: Blame) -> DocumentMemories:
+        """Every memory of a blamed file, by current line, in one store round trip."""
+        origins = list(blame.lines)
+        rows = self.store.evidence_for_pairs(
+            project, repo_id, {(o.commit, o.orig_path) for o in origins}
+        )
+        matched, lines_of = _match(rows, origins)
+        result = assemble(repo_id, matched, lines_of)
+        by_line: dict[int, list[Memory]] = {}
+        for memory in result.evidence:
+            for line in memory.lines:
+                by_line.setdefault(line, []).append(memory)
+        return DocumentMemories(
+            repo_id, blame.path, {k: tuple(v) for k, v in sorted(by_line.items())}
+        )
+
+
+def _match(
+    rows: Sequence[Evidence], origins: Sequence[BlameLine]
+) -> tuple[list[Evidence], dict[Sha256Hash, list[int]]]:
+    """Keep the evidence whose anchor covers an origin line; note which current lines."""
+    index: dict[tuple[CommitSha, str], list[tuple[int, int]]] = {}
+    for o in origins:
+        index.setdefault((o.commit, o.orig_path), []).append((o.orig_line, o.line))
+    for entries in index.values():
+        entries.sort()
+    matched: list[Evidence] = []
+    lines_of: dict[Sha256Hash, list[int]] = {}
+    for row in rows:
+        entries = index.get((row.anchor.commit, row.anchor.file), [])
+        if row.anchor.line_start == 0:
+            hits = [current for _, current in entries]
+        else:
+            lo = bisect.bisect_left(entries, (row.anchor.line_start, -1))
+            hi = bisect.bisect_right(entries, (row.anchor.line_end, _MAX_LINE))
+            hits = [current for _, current in entries[lo:hi]]
+        if hits:
+            matched.append(row)
+            lines_of.setdefault(row.node.sha256, []).extend(hits)
+    return matched, lines_of
+
+
+def build_service(
+    store: Store,
+    repo_dirs: Iterable[str | Path] = (),
+    default_project: ProjectId | None = None,
+    repo_override: str | None = None,
+    cache_path: Path | None = None,
+) -> LookupService:
+    """A LookupService with the given work trees registered (LookupFailed if one is not)."""
+    from poimen_memory.gitio.cache import default_cache_path
+
+    checkouts = Checkouts(BlameCache(cache_path or default_cache_path()), repo_override)
+    for directory in repo_dirs:
+        checkouts.add(directory)
+    return LookupService(store, checkouts, default_project)
