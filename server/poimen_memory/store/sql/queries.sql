@@ -127,7 +127,7 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
        (SELECT count(DISTINCT project) FROM memory_node) AS projects;
 
 -- name: evidence
--- Anchors chosen by {anchor_filter} (one of the filter_* fragments below), each with its
+-- Anchors chosen by the anchor filter (one of the filter_* fragments below), each with its
 -- commit, its L0 node and every node above that node (nearest first). One round trip.
 WITH chosen AS (
     SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
