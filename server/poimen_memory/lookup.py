@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from poimen_memory.gitio import (
     GitError,
     GitRepo,
     UnsafeArgument,
+    map_buffer_to_head,
     normalize_remote,
 )
 from poimen_memory.store import Evidence, Store
@@ -52,6 +54,7 @@ __all__ = [
     "Memory",
     "QueryRequest",
     "build_service",
+    "project_for",
 ]
 
 _HEX_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
@@ -490,6 +493,19 @@ class Checkouts:
 # -- the service ------------------------------------------------------------------------------
 
 
+_DOC_CACHE = 128
+
+
+def project_for(repo: RepoId) -> ProjectId:
+    """The project a repository's memories go to when none is configured: its last path
+    segment (``github.com/org/poimen`` -> ``poimen``)."""
+    name = repo.value.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        return ProjectId(name)
+    except ContentError:
+        return ProjectId("default")
+
+
 @dataclass
 class LookupService:
     """Every lookup, over one store and the known checkouts."""
@@ -497,6 +513,148 @@ class LookupService:
     store: Store
     checkouts: Checkouts
     default_project: ProjectId | None = None
+
+    def __post_init__(self) -> None:
+        self._docs: OrderedDict[tuple[ProjectId, RepoId, str, CommitSha], DocumentMemories] = (
+            OrderedDict()
+        )
+        self._maps: OrderedDict[tuple[str, CommitSha, int], list[int | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- editor lookups ---------------------------------------------------------------------
+
+    def _open_file(
+        self, path: str | Path, max_bytes: int | None
+    ) -> tuple[RepoId, Blamer, str, CommitSha, str] | None:
+        """(identity, blamer, path in tree, HEAD, HEAD text) of a file worth blaming, or None
+        for a file outside any repository, untracked, binary or over ``max_bytes``."""
+        try:
+            repo_id, blamer, rel = self.checkouts.locate(path)
+            head = blamer.repo.head()
+            data = blamer.head_blob(rel, head)
+        except (LookupFailed, GitError):
+            return None
+        if blamer.repo.is_binary(data) or (max_bytes is not None and len(data) > max_bytes):
+            return None
+        return repo_id, blamer, rel, head, data.decode("utf-8", "replace")
+
+    def _buffer_to_head(
+        self, rel: str, head: CommitSha, head_text: str, buffer_text: str | None
+    ) -> list[int | None] | None:
+        """Buffer line (0-based) -> HEAD line; None when the buffer is HEAD's text."""
+        if buffer_text is None or buffer_text == head_text:
+            return None
+        key = (rel, head, hash(buffer_text))
+        with self._lock:
+            hit = self._maps.get(key)
+        if hit is None:
+            hit = map_buffer_to_head(head_text, buffer_text)
+            with self._lock:
+                self._maps[key] = hit
+                while len(self._maps) > 16:
+                    self._maps.popitem(last=False)
+        return hit
+
+    def hover(
+        self,
+        path: str | Path,
+        line: int,
+        buffer_text: str | None = None,
+        project: ProjectId | None = None,
+        max_bytes: int | None = None,
+    ) -> LookupResult | None:
+        """The memories of one buffer line (1-based): mapped to HEAD in process, then through
+        blame to its origin. None for a line without memories or one typed in the buffer."""
+        opened = self._open_file(path, max_bytes)
+        if opened is None:
+            return None
+        repo_id, blamer, rel, head, head_text = opened
+        mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
+        if mapping is not None:
+            if not 1 <= line <= len(mapping) or mapping[line - 1] is None:
+                return None
+            head_line = mapping[line - 1]
+            assert head_line is not None
+        else:
+            head_line = line
+        scope = project or self.default_project or project_for(repo_id)
+        with self._lock:
+            cached = self._docs.get((scope, repo_id, rel, head))
+        if cached is not None:
+            memories = cached.by_line.get(head_line, ())
+            if not memories:
+                return None
+            return _with_parents(repo_id, memories)
+        try:
+            origin = blamer.origin(rel, head_line, head)
+        except GitError:
+            return None
+        if origin is None:
+            return None
+        rows = self.store.evidence_at_line(
+            scope, repo_id, origin.commit, origin.orig_path, origin.orig_line
+        )
+        result = assemble(repo_id, rows, {r.node.sha256: (line,) for r in rows})
+        return result if result.memories else None
+
+    def needs_blame(self, path: str | Path) -> bool:
+        """Whether a document lookup of ``path`` would run a whole-file blame (for progress)."""
+        try:
+            _, blamer, rel = self.checkouts.locate(path)
+            return blamer.cached(rel, blamer.repo.head()) is None
+        except (LookupFailed, GitError):
+            return False
+
+    def document(
+        self,
+        path: str | Path,
+        buffer_text: str | None = None,
+        project: ProjectId | None = None,
+        max_bytes: int | None = None,
+    ) -> DocumentMemories | None:
+        """Every memory of a file by buffer line (1-based): one blame and one store query per
+        (file, HEAD), remembered; unsaved edits are mapped in process, so lenses move with
+        their lines and a typed line has none."""
+        opened = self._open_file(path, max_bytes)
+        if opened is None:
+            return None
+        repo_id, blamer, rel, head, head_text = opened
+        scope = project or self.default_project or project_for(repo_id)
+        key = (scope, repo_id, rel, head)
+        with self._lock:
+            doc = self._docs.get(key)
+        if doc is None:
+            try:
+                blame = blamer.blame_file(rel, head)
+            except GitError:
+                return None
+            doc = self.for_document(scope, repo_id, blame)
+            with self._lock:
+                self._docs[key] = doc
+                while len(self._docs) > _DOC_CACHE:
+                    self._docs.popitem(last=False)
+        mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
+        if mapping is None:
+            return doc
+        by_line: dict[int, tuple[Memory, ...]] = {}
+        for index, head_line in enumerate(mapping):
+            if head_line is not None and head_line in doc.by_line:
+                by_line[index + 1] = doc.by_line[head_line]
+        return DocumentMemories(repo_id, rel, by_line)
+
+    def invalidate(self, repo: RepoId | None = None, project: ProjectId | None = None) -> int:
+        """Forget remembered document memories (of ``repo``/``project``, or all); a count."""
+        with self._lock:
+            doomed = [
+                k
+                for k in self._docs
+                if (repo is None or k[1] == repo) and (project is None or k[0] == project)
+            ]
+            for k in doomed:
+                del self._docs[k]
+        return len(doomed)
+
+    # -- lookups by request -------------------------------------------------------------------
 
     def by_git(self, req: ByGitRequest) -> LookupResult:
         """Memories at a code location: the current lines mapped through blame to their origin
@@ -644,6 +802,20 @@ class LookupService:
         return DocumentMemories(
             repo_id, blame.path, {k: tuple(v) for k, v in sorted(by_line.items())}
         )
+
+
+def _with_parents(repo: RepoId, memories: Sequence[Memory]) -> LookupResult:
+    """A hover's result from a document's memories of one line: the evidence, then the nodes
+    above it, each once."""
+    l0s = sorted(memories, key=lambda m: (m.node.created_at, m.node.sha256.value), reverse=True)
+    seen: dict[Sha256Hash, Memory] = {}
+    for m in l0s:
+        for parent in m.parents:
+            seen.setdefault(parent.node.sha256, parent)
+    uppers = sorted(
+        seen.values(), key=lambda m: (m.node.level.rank, -m.node.created_at.timestamp())
+    )
+    return LookupResult(repo, tuple(l0s) + tuple(uppers))
 
 
 def _match(

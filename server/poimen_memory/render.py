@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from poimen_memory.lookup import Citation, LookupResult, Memory
 
-__all__ = ["cite_line", "render_text"]
+__all__ = ["cite_line", "excerpt", "render_hover", "render_text"]
 
 
 def cite_line(c: Citation) -> str:
@@ -38,5 +38,62 @@ def render_text(result: LookupResult) -> str:
         out.extend(_memory(m))
         for p in m.parents:
             out.append(f"   ↳ {p.node.level.value} · {p.node.brief}")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def excerpt(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters at a line or word boundary, marked with …."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    boundary = max(cut.rfind("\n"), cut.rfind(" "))
+    if boundary > limit // 2:
+        cut = cut[:boundary]
+    return cut.rstrip() + " …"
+
+
+def _md_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "\\`*_[]<>#|" else ch for ch in text)
+
+
+def render_hover(result: LookupResult, excerpt_length: int = 400, markdown: bool = True) -> str:
+    """The hover: what was learned (L2, L1 briefs) first, then the evidence excerpts with the
+    commit, author, date and the reference to cite."""
+    uppers = [m for m in result.memories if m.node.level.rank > 0]
+    evidence = result.evidence
+    out: list[str] = []
+    count = f"{len(evidence)} memor{'y' if len(evidence) == 1 else 'ies'}"
+    out.append(f"**poimen-memory** · {count}" if markdown else f"poimen-memory · {count}")
+    out.append("")
+    for m in sorted(uppers, key=lambda m: -m.node.level.rank):
+        brief = _md_escape(m.node.brief) if markdown else m.node.brief
+        out.append(
+            f"**{m.node.level.value}** {brief}"
+            if markdown
+            else f"{m.node.level.value}  {m.node.brief}"
+        )
+    for m in evidence:
+        out.append("---" if markdown else "")
+        body = excerpt(m.node.text, excerpt_length)
+        if markdown:
+            out.append(
+                "\n".join(f"> {_md_escape(line)}" if line else ">" for line in body.splitlines())
+            )
+        else:
+            out.append("\n".join(f"  {line}" for line in body.splitlines()))
+        c = m.citation
+        if c is not None:
+            commit = c.commit
+            when = commit.author_date.date().isoformat()
+            if markdown:
+                out.append(
+                    f"`{commit.sha.short()}` {_md_escape(commit.summary)} — "
+                    f"{_md_escape(commit.author_name)}, {when} · `{c.git_ref}`"
+                )
+            else:
+                who = f"{commit.author_name}, {when}"
+                out.append(f"{commit.sha.short()} {commit.summary} — {who} · {c.git_ref}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -14,6 +14,7 @@ from poimen_memory.gitio.repo import GitRepo
 __all__ = ["Blamer"]
 
 _KEY_MEMO = 4096
+_TEXT_MEMO = 64
 
 
 class Blamer:
@@ -27,6 +28,7 @@ class Blamer:
         self.repo = repo
         self.cache = cache
         self._keys: OrderedDict[tuple[str, CommitSha], CommitSha] = OrderedDict()
+        self._texts: OrderedDict[tuple[str, CommitSha], bytes] = OrderedDict()
         self._lock = threading.Lock()
 
     def _fingerprint(self) -> str:
@@ -70,7 +72,23 @@ class Blamer:
         partial = self.repo.blame(path, key.commit, (line, line))
         return partial.origin(line)
 
+    def head_blob(self, path: str, rev: CommitSha) -> bytes:
+        """The file's bytes at ``rev``, remembered: unsaved buffers are diffed against it in
+        process, with no git process per edit."""
+        with self._lock:
+            hit = self._texts.get((path, rev))
+            if hit is not None:
+                self._texts.move_to_end((path, rev))
+                return hit
+        data = self.repo.blob(rev, path)
+        with self._lock:
+            self._texts[(path, rev)] = data
+            while len(self._texts) > _TEXT_MEMO:
+                self._texts.popitem(last=False)
+        return data
+
     def forget(self) -> None:
-        """Drop the remembered keys (after a checkout or a settings change)."""
+        """Drop the remembered keys and texts (after a checkout or a settings change)."""
         with self._lock:
             self._keys.clear()
+            self._texts.clear()
