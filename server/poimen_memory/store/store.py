@@ -7,7 +7,10 @@ changes no row, and a failure leaves nothing of the batch behind. Large batches 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,25 +179,78 @@ def node_from_row(row: dict[str, Any]) -> MemoryNode:
 class Store:
     """A connection pool over one Postgres database holding the poimen-memory schema."""
 
-    def __init__(self, dsn: str, *, max_size: int = 4) -> None:
-        # Fail fast and clearly when nothing answers, before a pool retries in the background.
-        connect(dsn).close()
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        max_size: int = 4,
+        timeout: float = CONNECT_TIMEOUT_S,
+        statement_timeout_ms: int | None = None,
+        lazy: bool = False,
+        retry_interval: float = 1.0,
+    ) -> None:
+        """Connect (failing within ``timeout`` seconds with StoreUnavailable, unless ``lazy``).
+
+        A lost server is not fatal: the pool is dropped, and the next use at least
+        ``retry_interval`` seconds later connects afresh, so the store comes back by itself.
+        A statement timeout bounds every query, for callers that must answer quickly.
+        """
         self.dsn = dsn
-        self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
-            dsn,
-            min_size=1,
-            max_size=max_size,
-            timeout=CONNECT_TIMEOUT_S,
-            kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "row_factory": dict_row},
-            check=ConnectionPool.check_connection,
-            open=False,
-            name="poimen-memory",
-        )
-        self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        self.timeout = timeout
+        self.max_size = max_size
+        self.retry_interval = retry_interval
+        self._kwargs: dict[str, Any] = {
+            "connect_timeout": max(2, int(timeout)),
+            "row_factory": dict_row,
+        }
+        if statement_timeout_ms is not None:
+            self._kwargs["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
+        self._pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
+        self._pool_lock = threading.Lock()
+        self._last_attempt = float("-inf")
+        self._last_error = f"memory store unreachable at {describe_target(dsn)}"
+        self._closed = False
+        if not lazy:
+            with self._pool_lock:
+                self._open()
+
+    def _open(self) -> None:
+        self._last_attempt = time.monotonic()
+        try:
+            # Fail fast and clearly when nothing answers, before a pool retries in the background.
+            connect(self.dsn, timeout=int(self._kwargs["connect_timeout"])).close()
+            pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
+                self.dsn,
+                min_size=1,
+                max_size=self.max_size,
+                timeout=self.timeout,
+                kwargs=self._kwargs,
+                check=ConnectionPool.check_connection,
+                open=False,
+                name="poimen-memory",
+            )
+            try:
+                pool.open(wait=True, timeout=max(self.timeout, 1.0))
+            except psycopg.OperationalError as exc:
+                pool.close()
+                raise StoreUnavailable(f"Postgres at {describe_target(self.dsn)}: {exc}") from None
+        except StoreUnavailable as exc:
+            self._last_error = str(exc)
+            raise
+        self._pool = pool
+
+    @property
+    def available(self) -> bool:
+        """Whether a connection pool is up (False after a failure, until the next retry)."""
+        return self._pool is not None
 
     def close(self) -> None:
         """Close every pooled connection."""
-        self._pool.close()
+        with self._pool_lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     def __enter__(self) -> Store:
         return self
@@ -202,11 +258,37 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _conn(self) -> Any:
+    def _drop(self, pool: ConnectionPool[psycopg.Connection[dict[str, Any]]]) -> None:
+        with self._pool_lock:
+            if self._pool is pool:
+                self._pool = None
+        # Closing waits for the pool's workers; do it off the request's path.
+        threading.Thread(target=pool.close, kwargs={"timeout": 1.0}, daemon=True).start()
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A pooled connection; a lost or unreachable server surfaces as StoreUnavailable."""
+        with self._pool_lock:
+            if self._closed:
+                raise StoreUnavailable("the store was closed")
+            if self._pool is None:
+                if time.monotonic() - self._last_attempt < self.retry_interval:
+                    raise StoreUnavailable(self._last_error)
+                self._open()
+            pool = self._pool
+            assert pool is not None
         try:
-            return self._pool.connection()
-        except psycopg.OperationalError as exc:  # pragma: no cover - depends on a dying server
-            raise StoreUnavailable(f"Postgres at {describe_target(self.dsn)}: {exc}") from None
+            with pool.connection(timeout=self.timeout) as conn:
+                yield conn
+        except psycopg.errors.QueryCanceled:
+            raise StoreUnavailable(
+                f"memory store at {describe_target(self.dsn)} did not answer in time"
+            ) from None
+        except psycopg.OperationalError as exc:
+            self._drop(pool)
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            self._last_error = f"memory store unreachable at {describe_target(self.dsn)}: {reason}"
+            raise StoreUnavailable(self._last_error) from None
 
     # -- writes ---------------------------------------------------------------------------
 
