@@ -318,6 +318,21 @@ def cmd_http(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lsp(args: argparse.Namespace) -> int:
+    """Run the language server on stdio (or TCP)."""
+    from poimen_memory.lsp.server import create_server
+
+    server = create_server()
+    if args.tcp:
+        host, sep, port = args.tcp.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--tcp: expected HOST:PORT, got {args.tcp!r}")
+        server.start_tcp(host, int(port))
+    else:
+        server.start_io()
+    return 0
+
+
 def _lookup_parser(
     commands: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]
 ) -> argparse.ArgumentParser:
@@ -381,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", metavar="TEXT", help="words to search for (web-search syntax)")
     p.add_argument("--git-repo", help="cite each result by its evidence in this repository")
     p.add_argument("--limit", type=int, default=20, help="results (1-100, default 20)")
+    p = commands.add_parser("lsp", help="run the language server (stdio by default)")
+    p.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    p.set_defaults(func=cmd_lsp)
     p = commands.add_parser("http", help="serve the HTTP API")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8750, help="port (default 8750)")

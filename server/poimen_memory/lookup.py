@@ -38,7 +38,15 @@ from poimen_memory.gitio import (
     map_buffer_to_head,
     normalize_remote,
 )
-from poimen_memory.store import Evidence, Store
+from poimen_memory.store import (
+    ConfigError,
+    Evidence,
+    IngestListener,
+    Store,
+    StoreUnavailable,
+    embedded_dsn,
+    resolve_dsn,
+)
 
 __all__ = [
     "ByAuthorRequest",
@@ -46,15 +54,21 @@ __all__ = [
     "ByGitRequest",
     "Checkouts",
     "Citation",
+    "ConfigError",
     "DocumentMemories",
+    "IngestListener",
     "LookupFailed",
     "LookupInputError",
     "LookupResult",
     "LookupService",
     "Memory",
     "QueryRequest",
+    "StoreUnavailable",
     "build_service",
+    "new_checkouts",
+    "open_store",
     "project_for",
+    "scratch_dir",
 ]
 
 _HEX_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
@@ -857,3 +871,31 @@ def build_service(
     for directory in repo_dirs:
         checkouts.add(directory)
     return LookupService(store, checkouts, default_project)
+
+
+def open_store(
+    dsn: str | None,
+    *,
+    timeout: float = 5.0,
+    statement_timeout_ms: int | None = None,
+    lazy: bool = False,
+) -> Store:
+    """The store named by ``dsn``, else by POIMEN_DSN or the config file, else the embedded
+    one. ``lazy`` returns at once and connects on first use (and again after a failure)."""
+    resolved = resolve_dsn(dsn)
+    target = resolved.dsn if resolved is not None else embedded_dsn()
+    return Store(target, timeout=timeout, statement_timeout_ms=statement_timeout_ms, lazy=lazy)
+
+
+def new_checkouts(repo_override: str | None = None) -> Checkouts:
+    """An empty Checkouts over the user's persistent blame cache."""
+    from poimen_memory.gitio.cache import default_cache_path
+
+    return Checkouts(BlameCache(default_cache_path()), repo_override)
+
+
+def scratch_dir() -> Path:
+    """A directory for files shown to the user (rendered memories), under the cache dir."""
+    from poimen_memory.gitio.cache import default_cache_path
+
+    return default_cache_path().parent / "memories"

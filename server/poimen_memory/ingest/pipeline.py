@@ -33,7 +33,7 @@ from poimen_memory.ingest.claude_code import looks_like_claude_code, parse_claud
 from poimen_memory.ingest.enrich import enrich
 from poimen_memory.ingest.jsonl import iter_json_lines, parse_jsonl
 from poimen_memory.ingest.model import BadRecord, Draft, IngestError, Parsed, SourceRef
-from poimen_memory.store import Batch, InsertCounts, Store
+from poimen_memory.store import NOTIFY_CHANNEL, Batch, InsertCounts, Store
 
 __all__ = [
     "NOTIFY_CHANNEL",
@@ -46,7 +46,6 @@ __all__ = [
     "ingest",
 ]
 
-NOTIFY_CHANNEL = "poimen_memory_ingest"
 _SHA = re.compile(r"[0-9a-f]{64}")
 
 

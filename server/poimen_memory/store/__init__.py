@@ -9,6 +9,7 @@ from poimen_memory.store.connection import (
     embedded_dsn,
     resolve_dsn,
 )
+from poimen_memory.store.listen import NOTIFY_CHANNEL, IngestListener
 from poimen_memory.store.migrations import MigrationError, migrate
 from poimen_memory.store.store import (
     Batch,
@@ -20,10 +21,12 @@ from poimen_memory.store.store import (
 )
 
 __all__ = [
+    "NOTIFY_CHANNEL",
     "Batch",
     "ConfigError",
     "DsnSource",
     "Evidence",
+    "IngestListener",
     "InsertCounts",
     "MigrationError",
     "ResolvedDsn",

@@ -1,0 +1,1 @@
+"""The language server (pygls): hover, code lens, commands, live refresh."""
