@@ -94,3 +94,21 @@ def test_mem_cli_uses_embedded_default(tmp_path: Path) -> None:
     assert body["schema_version"] == body["latest_version"] >= 1
     assert "(from embedded)" in body["store"]
     assert not _postmaster_running(tmp_path / "data" / "pgdata")
+
+
+def test_mem_demo_on_the_embedded_default(tmp_path: Path) -> None:
+    # The README's first set-up command: the main job on the embedded store.
+    done = subprocess.run(
+        ["mem", "demo", "--dir", str(tmp_path / "demo")],
+        env={**_env(tmp_path), "POIMEN_CACHE_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Hovering src/kong/buffer.rs:42 in an editor shows:" in done.stdout
+    assert "raised it to 16 * MB" in done.stdout
+    assert "Increase buffer — Alice Smith, 2026-08-06 · src/kong/buffer.rs:42" in done.stdout
+    assert "(from embedded)" in done.stdout
+    assert not _postmaster_running(tmp_path / "data" / "pgdata")

@@ -318,6 +318,35 @@ def cmd_http(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Build a sample repository with memories and show a hover."""
+    from poimen_memory.demo import run_demo
+    from poimen_memory.store.connection import data_dir
+
+    target = _store_dsn(args)
+    root = Path(args.dir) if args.dir else data_dir() / "demo" / "kong"
+    result = run_demo(target.dsn, root.absolute())
+    cite = "src/kong/buffer.rs:42"
+    print(f"Sample repository: {result.repo}")
+    where = f"{describe_target(target.dsn)} (from {target.source.value})"
+    print(f"Memories stored:   project demo, {where}")
+    print()
+    print(f"Hovering {cite} in an editor shows:")
+    print()
+    for line in result.hover.splitlines():
+        print(f"    {line}")
+    print()
+    print("Try it yourself:")
+    print(f"    mem by-git {cite} --repo {result.repo} --project demo")
+    print(f"    mem query buffer --project demo --git-repo {result.repo_id}")
+    print()
+    print("Hook up an editor (see the README's 'Editor setup'): run `mem lsp` as a language")
+    print("server for any file type, with initializationOptions")
+    print('    {"poimenMemory": {"project": "demo"}}')
+    print(f"and open {result.repo / 'src/kong/buffer.rs'} at line 42.")
+    return 0
+
+
 def cmd_lsp(args: argparse.Namespace) -> int:
     """Run the language server on stdio (or TCP)."""
     from poimen_memory.lsp.server import create_server
@@ -396,6 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", metavar="TEXT", help="words to search for (web-search syntax)")
     p.add_argument("--git-repo", help="cite each result by its evidence in this repository")
     p.add_argument("--limit", type=int, default=20, help="results (1-100, default 20)")
+    p = commands.add_parser("demo", help="build a sample repository with memories; show a hover")
+    p.add_argument("--dir", help="where to build it (default: <user data dir>/demo/kong)")
+    p.set_defaults(func=cmd_demo)
     p = commands.add_parser("lsp", help="run the language server (stdio by default)")
     p.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     p.set_defaults(func=cmd_lsp)

@@ -600,7 +600,7 @@ class LookupService:
                 return None
             return _with_parents(repo_id, memories)
         try:
-            origin = blamer.origin(rel, head_line, head)
+            origin = blamer.origin(rel, head_line, head, warm=True)
         except GitError:
             return None
         if origin is None:

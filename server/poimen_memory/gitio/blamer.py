@@ -9,12 +9,14 @@ from collections import OrderedDict
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameLine
 from poimen_memory.gitio.cache import BlameCache, CacheKey
+from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.repo import GitRepo
 
 __all__ = ["Blamer"]
 
 _KEY_MEMO = 4096
 _TEXT_MEMO = 64
+_LINE_MEMO = 4096
 
 
 class Blamer:
@@ -29,6 +31,8 @@ class Blamer:
         self.cache = cache
         self._keys: OrderedDict[tuple[str, CommitSha], CommitSha] = OrderedDict()
         self._texts: OrderedDict[tuple[str, CommitSha], bytes] = OrderedDict()
+        self._lines: OrderedDict[tuple[CacheKey, int], BlameLine | None] = OrderedDict()
+        self._warming: set[CacheKey] = set()
         self._lock = threading.Lock()
 
     def _fingerprint(self) -> str:
@@ -62,15 +66,47 @@ class Blamer:
         self.cache.put(key, blame)
         return self.cache.get(key, at) or blame
 
-    def origin(self, path: str, line: int, rev: CommitSha | None = None) -> BlameLine | None:
-        """The origin of one line: from the cached blame, else ``git blame -L n,n``."""
+    def origin(
+        self, path: str, line: int, rev: CommitSha | None = None, *, warm: bool = False
+    ) -> BlameLine | None:
+        """The origin of one line: from the cached blame, else ``git blame -L n,n`` (its answer
+        remembered). ``warm`` starts the whole-file blame in the background after a miss."""
         at = self.repo.head() if rev is None else rev
         key = self.key(path, at)
         hit = self.cache.get(key, at)
         if hit is not None:
             return hit.origin(line)
+        with self._lock:
+            if (key, line) in self._lines:
+                return self._lines[(key, line)]
         partial = self.repo.blame(path, key.commit, (line, line))
-        return partial.origin(line)
+        found = partial.origin(line)
+        with self._lock:
+            self._lines[(key, line)] = found
+            while len(self._lines) > _LINE_MEMO:
+                self._lines.popitem(last=False)
+        if warm:
+            self.warm(path, at)
+        return found
+
+    def warm(self, path: str, rev: CommitSha) -> None:
+        """Blame the whole file in a background thread (once per key), for later requests."""
+        key = self.key(path, rev)
+        with self._lock:
+            if key in self._warming:
+                return
+            self._warming.add(key)
+
+        def run() -> None:
+            try:
+                self.blame_file(path, rev)
+            except GitError:
+                pass  # the next request reports it
+            finally:
+                with self._lock:
+                    self._warming.discard(key)
+
+        threading.Thread(target=run, name="poimen-blame", daemon=True).start()
 
     def head_blob(self, path: str, rev: CommitSha) -> bytes:
         """The file's bytes at ``rev``, remembered: unsaved buffers are diffed against it in
@@ -92,3 +128,4 @@ class Blamer:
         with self._lock:
             self._keys.clear()
             self._texts.clear()
+            self._lines.clear()

@@ -359,6 +359,10 @@ def create_server() -> PoimenServer:
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: PoimenServer, params: types.InitializeParams) -> None:
+        try:
+            ls.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            ls.loop = None
         roots: list[Path] = []
         for folder in params.workspace_folders or []:
             path = to_fs_path(folder.uri)
