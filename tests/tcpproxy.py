@@ -3,6 +3,7 @@ without touching the machine's Postgres."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -31,18 +32,14 @@ class TcpProxy:
     def stop(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
-            try:
-                listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # wakes the thread blocked in accept()
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         with self._lock:
             conns, self._conns = self._conns, []
         for conn in conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             conn.close()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -70,7 +67,5 @@ class TcpProxy:
             pass
         finally:
             for s in (source, sink):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass

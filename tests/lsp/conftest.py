@@ -63,7 +63,9 @@ def world(tmp_path_factory: pytest.TempPathFactory, store_dsn: str) -> World:
     shim_dir = root / "bin"
     shim_dir.mkdir()
     shim_log = root / "git-calls.log"
-    real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    real_git = subprocess.run(
+        ["which", "git"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     shim = shim_dir / "git"
     shim.write_text(f'#!/bin/sh\necho "$*" >> "{shim_log}"\nexec "{real_git}" "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)

@@ -43,7 +43,9 @@ vim.cmd('qa!')
 """
 
 
-def run_nvim(world: World, tmp_path: Path, lua: str, extra_env: dict[str, str] | None = None) -> str:
+def run_nvim(
+    world: World, tmp_path: Path, lua: str, extra_env: dict[str, str] | None = None
+) -> str:
     nvim = shutil.which("nvim")
     if nvim is None:
         pytest.fail("neovim is not installed (.ci/run installs Debian's neovim package)")

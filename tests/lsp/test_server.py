@@ -50,8 +50,8 @@ async def test_hover_shows_the_memory_stack(client: LanguageClient, world: World
     uri = open_doc(client, world, BUFFER)
     result = await hover(client, uri, 42)
     text = hover_text(result)
-    assert isinstance(result and result.contents, types.MarkupContent)
-    assert result is not None and isinstance(result.contents, types.MarkupContent)
+    assert result is not None
+    assert isinstance(result.contents, types.MarkupContent)
     assert result.contents.kind == types.MarkupKind.Markdown
     # L2 and L1 first, then the evidence with commit, author, date and reference.
     assert text.index("**L2**") < text.index("**L1**") < text.index("Raised BODY\\_BUFFER")
@@ -60,7 +60,9 @@ async def test_hover_shows_the_memory_stack(client: LanguageClient, world: World
     assert "`src/kong/buffer.rs:42`" in text
 
 
-async def test_hover_on_a_line_without_memories_is_null(client: LanguageClient, world: World) -> None:
+async def test_hover_on_a_line_without_memories_is_null(
+    client: LanguageClient, world: World
+) -> None:
     uri = open_doc(client, world, BUFFER)
     assert await hover(client, uri, 41) is None
     assert await hover(client, uri, 60) is None
@@ -101,8 +103,11 @@ async def test_code_lens_resolve_and_command(client: LanguageClient, world: Worl
     assert titles[0] == "1 memory in this file"
     assert titles[41] == "1 memory · Alice · Increase buffer"
     lens = next(lens for lens in lenses if lens.range.start.line == 41)
-    resolved = await client.code_lens_resolve_async(types.CodeLens(range=lens.range, data=lens.data))
-    assert resolved.command is not None and resolved.command.command == commands.SHOW_MEMORIES
+    resolved = await client.code_lens_resolve_async(
+        types.CodeLens(range=lens.range, data=lens.data)
+    )
+    assert resolved.command is not None
+    assert resolved.command.command == commands.SHOW_MEMORIES
     assert lens.command is not None
     result = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(lens.command.command, list(lens.command.arguments or []))
@@ -123,7 +128,8 @@ async def test_lenses_follow_their_lines_while_typing(client: LanguageClient, wo
     uri = open_doc(client, world, BUFFER)
     params = types.CodeLensParams(types.TextDocumentIdentifier(uri))
     first = await client.text_document_code_lens_async(params)
-    assert first is not None and {lens.range.start.line for lens in first} == {0, 41}
+    assert first is not None
+    assert {lens.range.start.line for lens in first} == {0, 41}
     client.text_document_did_change(
         types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
@@ -136,7 +142,8 @@ async def test_lenses_follow_their_lines_while_typing(client: LanguageClient, wo
         )
     )
     second = await client.text_document_code_lens_async(params)
-    assert second is not None and {lens.range.start.line for lens in second} == {0, 43}
+    assert second is not None
+    assert {lens.range.start.line for lens in second} == {0, 43}
 
 
 @pytest.mark.parametrize(
@@ -153,13 +160,23 @@ async def test_commands_answer_with_the_response_model(
     client: LanguageClient, world: World, command: str, argument: dict[str, object], expected: str
 ) -> None:
     argument = {
-        k: (world.uri(BUFFER) if v == "URI" else world.kong.commits["abc123"][:10] if v == "ABC123" else v)
+        k: (
+            world.uri(BUFFER)
+            if v == "URI"
+            else world.kong.commits["abc123"][:10]
+            if v == "ABC123"
+            else v
+        )
         for k, v in argument.items()
     }
-    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(command, [argument]))
+    result = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command, [argument])
+    )
     assert any(n["text"].startswith(expected) for n in result["nodes"]), result
     assert result["nodes"][0]["git_ref"] is not None
-    assert {"sha256", "level", "brief", "git_commit", "git_context", "parents"} <= set(result["nodes"][0])
+    assert {"sha256", "level", "brief", "git_commit", "git_context", "parents"} <= set(
+        result["nodes"][0]
+    )
 
 
 @pytest.mark.parametrize(
@@ -181,7 +198,9 @@ async def test_bad_arguments_are_invalid_params_naming_the_field(
     client: LanguageClient, world: World, command: str, arguments: list[object], field: str
 ) -> None:
     arguments = [
-        {k: world.uri(BUFFER) if v == "URI" else v for k, v in a.items()} if isinstance(a, dict) else a
+        {k: world.uri(BUFFER) if v == "URI" else v for k, v in a.items()}
+        if isinstance(a, dict)
+        else a
         for a in arguments
     ]
     with pytest.raises(JsonRpcException) as info:
@@ -201,13 +220,16 @@ async def test_execute_command_provider_lists_every_command(world: World) -> Non
         assert capabilities.code_lens_provider is not None
         assert capabilities.code_lens_provider.resolve_provider is True
         assert capabilities.hover_provider
-        assert provider is not None and set(provider.commands) == set(commands.ALL)
+        assert provider is not None
+        assert set(provider.commands) == set(commands.ALL)
     finally:
         await client.shutdown_session()
         await client.stop()
 
 
-async def test_configuration_change_and_invalid_values(client: LanguageClient, world: World) -> None:
+async def test_configuration_change_and_invalid_values(
+    client: LanguageClient, world: World
+) -> None:
     uri = open_doc(client, world, BUFFER)
     client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(
@@ -221,11 +243,14 @@ async def test_configuration_change_and_invalid_values(client: LanguageClient, w
         for m in client.messages
     )
     client.workspace_did_change_configuration(
-        types.DidChangeConfigurationParams(settings={"poimenMemory": {"hover": {"enabled": True, "markup": "plaintext"}}})
+        types.DidChangeConfigurationParams(
+            settings={"poimenMemory": {"hover": {"enabled": True, "markup": "plaintext"}}}
+        )
     )
     await asyncio.sleep(0.3)
     result = await hover(client, uri, 42)
-    assert result is not None and isinstance(result.contents, types.MarkupContent)
+    assert result is not None
+    assert isinstance(result.contents, types.MarkupContent)
     assert result.contents.kind == types.MarkupKind.PlainText
     assert "poimen-memory · 1 memory" in result.contents.value
 
@@ -236,7 +261,8 @@ async def test_live_refresh_after_ingest_in_another_process(world: World) -> Non
         uri = open_doc(client, world, "src/kong/handler.rs")
         params = types.CodeLensParams(types.TextDocumentIdentifier(uri))
         before = await client.text_document_code_lens_async(params)
-        assert before is not None and {lens.range.start.line for lens in before} == {0, 9}
+        assert before is not None
+        assert {lens.range.start.line for lens in before} == {0, 9}
         world.ingest(
             [{"type": "node", "level": "L0", "query_id": "q-live", "text": "Live: handler line 5 explained.",
               "anchors": [{"file": "src/kong/handler.rs", "line": 5}], "created_at": "2026-08-21T00:00:00Z"}],
@@ -247,7 +273,8 @@ async def test_live_refresh_after_ingest_in_another_process(world: World) -> Non
             await asyncio.sleep(0.1)
         assert client.lens_refreshes >= 1  # type: ignore[attr-defined]
         after = await client.text_document_code_lens_async(params)
-        assert after is not None and {lens.range.start.line for lens in after} == {0, 4, 9}
+        assert after is not None
+        assert {lens.range.start.line for lens in after} == {0, 4, 9}
     finally:
         await client.shutdown_session()
         await client.stop()
@@ -261,7 +288,9 @@ async def test_neovim_07_gets_no_refresh_or_show_document(world: World) -> None:
         await client.workspace_execute_command_async(
             types.ExecuteCommandParams(commands.SHOW_MEMORIES, [{"uri": uri, "lines": [42, 42]}])
         )
-        await client.workspace_execute_command_async(types.ExecuteCommandParams(commands.REFRESH, [{}]))
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(commands.REFRESH, [{}])
+        )
         await asyncio.sleep(0.2)
         assert client.shown_documents == []
         assert any("Raised BODY_BUFFER" in m.message for m in client.messages)
@@ -272,7 +301,11 @@ async def test_neovim_07_gets_no_refresh_or_show_document(world: World) -> None:
 
 
 async def test_project_option_scopes_lookups(world: World) -> None:
-    client = await start_client(world, "visual-studio-code", {"poimenMemory": {"dsn": world.dsn, "project": "another-project"}})
+    client = await start_client(
+        world,
+        "visual-studio-code",
+        {"poimenMemory": {"dsn": world.dsn, "project": "another-project"}},
+    )
     try:
         uri = open_doc(client, world, BUFFER)
         assert await hover(client, uri, 42) is None
@@ -284,14 +317,19 @@ async def test_project_option_scopes_lookups(world: World) -> None:
 
 async def test_cold_code_lens_reports_progress_and_logs_reach_the_client(world: World) -> None:
     client = await start_client(
-        world, "visual-studio-code", {"poimenMemory": {"dsn": world.dsn, "project": PROJECT, "logLevel": "info"}}
+        world,
+        "visual-studio-code",
+        {"poimenMemory": {"dsn": world.dsn, "project": PROJECT, "logLevel": "info"}},
     )
     try:
         uri = open_doc(client, world, "src/kong/handler.rs")
-        lenses = await client.text_document_code_lens_async(types.CodeLensParams(types.TextDocumentIdentifier(uri)))
+        lenses = await client.text_document_code_lens_async(
+            types.CodeLensParams(types.TextDocumentIdentifier(uri))
+        )
         assert lenses
         kinds = [p.kind for reports in client.progress_reports.values() for p in reports]  # type: ignore[attr-defined]
-        assert kinds[0] == "begin" and kinds[-1] == "end"
+        assert kinds[0] == "begin"
+        assert kinds[-1] == "end"
         await asyncio.sleep(0.5)
         assert any("poimen_memory" in m.message for m in client.log_messages)
     finally:

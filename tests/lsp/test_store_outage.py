@@ -19,7 +19,9 @@ async def test_store_stopped_and_back(world: World) -> None:
     proxy.start()
     params.update(host="127.0.0.1", port=str(proxy.port))
     dsn = conninfo.make_conninfo(**params)
-    client = await start_client(world, "visual-studio-code", {"poimenMemory": {"dsn": dsn, "project": PROJECT}})
+    client = await start_client(
+        world, "visual-studio-code", {"poimenMemory": {"dsn": dsn, "project": PROJECT}}
+    )
     try:
         uri = open_doc(client, world, BUFFER)
         assert "Raised BODY\\_BUFFER" in hover_text(await hover(client, uri, 42))
