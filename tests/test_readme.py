@@ -41,3 +41,17 @@ def test_every_cli_command_is_documented() -> None:
         else:
             commands.add(name)
     assert commands <= documented, commands - documented
+
+
+def test_every_server_setting_has_its_own_heading() -> None:
+    from poimen_memory.lsp.config import _KEYS, SECTION
+
+    for key in _KEYS:
+        assert f"#### `{SECTION}.{key}`" in README, key
+
+
+def test_every_lsp_command_is_documented() -> None:
+    from poimen_memory.lsp import commands
+
+    for command in commands.ALL:
+        assert f"| `{command}` |" in README, command
