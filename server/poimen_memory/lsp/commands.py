@@ -10,5 +10,6 @@ BY_AUTHOR: Final = "mem.byAuthor"
 QUERY: Final = "mem.query"
 SHOW_MEMORIES: Final = "mem.showMemories"
 REFRESH: Final = "mem.refresh"
+PING: Final = "mem.ping"  # answers {"version"} at once: liveness, and the benchmarks' floor
 
-ALL: Final = (BY_GIT, BY_COMMIT, BY_AUTHOR, QUERY, SHOW_MEMORIES, REFRESH)
+ALL: Final = (BY_GIT, BY_COMMIT, BY_AUTHOR, QUERY, SHOW_MEMORIES, REFRESH, PING)

@@ -634,6 +634,10 @@ def create_server() -> PoimenServer:
                 log.info("showDocument failed: %s", exc)
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Info, text))
 
+    @server.command(commands.PING)
+    def ping(ls: PoimenServer, *args: Any) -> dict[str, Any]:
+        return {"version": __version__}
+
     @server.command(commands.REFRESH)
     async def refresh(ls: PoimenServer, *args: Any) -> dict[str, Any]:
         dropped = ls.state.service.invalidate() if ls.state.service else 0
