@@ -436,9 +436,12 @@ def assemble(
 class Checkouts:
     """The local work trees this process knows, by repository identity, each with a Blamer."""
 
-    def __init__(self, cache: BlameCache, repo_override: str | None = None) -> None:
+    def __init__(
+        self, cache: BlameCache, repo_override: str | None = None, detect_moves: bool = False
+    ) -> None:
         self.cache = cache
         self.repo_override = repo_override
+        self.detect_moves = detect_moves
         self._by_root: dict[Path, tuple[RepoId, Blamer]] = {}
         self._by_id: dict[RepoId, Blamer] = {}
         self._lock = threading.Lock()
@@ -446,7 +449,7 @@ class Checkouts:
     def add(self, path: str | Path) -> tuple[RepoId, Blamer]:
         """Register the work tree containing ``path``; LookupFailed if there is none."""
         try:
-            repo = GitRepo.discover(path)
+            repo = GitRepo.discover(path, detect_moves=self.detect_moves)
             with self._lock:
                 known = self._by_root.get(repo.root)
             if known is not None:
@@ -708,9 +711,7 @@ class LookupService:
         self, project: ProjectId, repo_id: RepoId, blame: Blame, lines: Iterable[int]
     ) -> LookupResult:
         origins = [o for o in (blame.origin(n) for n in lines) if o is not None]
-        rows = self.store.evidence_for_pairs(
-            project, repo_id, {(o.commit, o.orig_path) for o in origins}
-        )
+        rows = self.store.evidence_for_runs(project, repo_id, _runs(origins))
         matched, lines_of = _match(rows, origins)
         return assemble(repo_id, matched, lines_of)
 
@@ -725,21 +726,13 @@ class LookupService:
             if len(ids) != 1:
                 raise LookupInputError("repo", "required for a lookup by commit_sha")
             repo = ids[0]
-        if req.line_start == req.line_end:
-            if req.line_start == 0:
-                rows = self.store.evidence_for_pairs(req.project, repo, [(commit, req.file)])
-            else:
-                rows = self.store.evidence_at_line(
-                    req.project, repo, commit, req.file, req.line_start
-                )
+        if req.line_start == req.line_end and req.line_start > 0:
+            rows = self.store.evidence_at_line(req.project, repo, commit, req.file, req.line_start)
             return assemble(repo, rows)
-        rows = [
-            r
-            for r in self.store.evidence_for_pairs(req.project, repo, [(commit, req.file)])
-            if r.anchor.line_start == 0
-            or (r.anchor.line_start <= req.line_end and req.line_start <= r.anchor.line_end)
-        ]
-        return assemble(repo, rows)
+        first, last = (1, _MAX_LINE) if req.line_start == 0 else (req.line_start, req.line_end)
+        return assemble(
+            repo, self.store.evidence_for_runs(req.project, repo, [(commit, req.file, first, last)])
+        )
 
     def _resolve_commit(
         self, project: ProjectId, repo: RepoId | None, prefix: str
@@ -804,9 +797,7 @@ class LookupService:
     def for_document(self, project: ProjectId, repo_id: RepoId, blame: Blame) -> DocumentMemories:
         """Every memory of a blamed file, by current line, in one store round trip."""
         origins = list(blame.lines)
-        rows = self.store.evidence_for_pairs(
-            project, repo_id, {(o.commit, o.orig_path) for o in origins}
-        )
+        rows = self.store.evidence_for_runs(project, repo_id, _runs(origins))
         matched, lines_of = _match(rows, origins)
         result = assemble(repo_id, matched, lines_of)
         by_line: dict[int, list[Memory]] = {}
@@ -830,6 +821,24 @@ def _with_parents(repo: RepoId, memories: Sequence[Memory]) -> LookupResult:
         seen.values(), key=lambda m: (m.node.level.rank, -m.node.created_at.timestamp())
     )
     return LookupResult(repo, tuple(l0s) + tuple(uppers))
+
+
+def _runs(origins: Iterable[BlameLine]) -> list[tuple[CommitSha, str, int, int]]:
+    """Original lines grouped into runs ``(commit, path, first, last)`` of consecutive lines."""
+    by_source: dict[tuple[CommitSha, str], list[int]] = {}
+    for o in origins:
+        by_source.setdefault((o.commit, o.orig_path), []).append(o.orig_line)
+    runs: list[tuple[CommitSha, str, int, int]] = []
+    for (commit, path), lines in by_source.items():
+        lines.sort()
+        start = prev = lines[0]
+        for n in lines[1:]:
+            if n != prev + 1:
+                runs.append((commit, path, start, prev))
+                start = n
+            prev = n
+        runs.append((commit, path, start, prev))
+    return runs
 
 
 def _match(
@@ -887,11 +896,11 @@ def open_store(
     return Store(target, timeout=timeout, statement_timeout_ms=statement_timeout_ms, lazy=lazy)
 
 
-def new_checkouts(repo_override: str | None = None) -> Checkouts:
+def new_checkouts(repo_override: str | None = None, detect_moves: bool = False) -> Checkouts:
     """An empty Checkouts over the user's persistent blame cache."""
     from poimen_memory.gitio.cache import default_cache_path
 
-    return Checkouts(BlameCache(default_cache_path()), repo_override)
+    return Checkouts(BlameCache(default_cache_path()), repo_override, detect_moves)
 
 
 def scratch_dir() -> Path:

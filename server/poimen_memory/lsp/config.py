@@ -32,6 +32,7 @@ class Config:
     code_lens_enabled: bool = True
     code_lens_file_summary: bool = True
     max_file_bytes: int = 2_000_000
+    detect_moves: bool = False
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -47,6 +48,7 @@ _KEYS: dict[str, tuple[str, str]] = {
     "codeLens.enabled": ("code_lens_enabled", "bool"),
     "codeLens.fileSummary": ("code_lens_file_summary", "bool"),
     "blame.maxFileBytes": ("max_file_bytes", "int:1:1000000000"),
+    "blame.detectMoves": ("detect_moves", "bool"),
     "logLevel": ("log_level", "enum:" + ",".join(LOG_LEVELS)),
 }
 

@@ -171,7 +171,11 @@ class PoimenServer(LanguageServer):
         logging.getLogger("poimen_memory").setLevel(_LEVELS[config.log_level])
         for problem in problems:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Warning, problem))
-        if self.state.checkouts is not None and (config.dsn != old.dsn or config.repo != old.repo):
+        if self.state.checkouts is not None and (
+            config.dsn != old.dsn
+            or config.repo != old.repo
+            or config.detect_moves != old.detect_moves
+        ):
             self.rebuild_service()
         elif self.state.service is not None and config.project != old.project:
             self.state.service.default_project = self.project()
@@ -181,7 +185,7 @@ class PoimenServer(LanguageServer):
         """(Re)create the store and the service from the current settings."""
         config = self.state.config
         old = self.state.service
-        checkouts = new_checkouts(config.repo)
+        checkouts = new_checkouts(config.repo, config.detect_moves)
         for root in self.state.roots:
             try:
                 checkouts.add(root)

@@ -489,8 +489,8 @@ class Store:
 
     # -- lookups ----------------------------------------------------------------------------
 
-    def _evidence(self, filter_name: str, params: dict[str, Any]) -> list[Evidence]:
-        statement = sql.SQL(query("evidence")).format(anchor_filter=sql.SQL(query(filter_name)))
+    def _evidence(self, chosen: str, params: dict[str, Any]) -> list[Evidence]:
+        statement = sql.SQL(query("evidence")).format(chosen=sql.SQL(query(chosen)))
         with self._conn() as conn:
             rows = conn.execute(statement, {"max_anchors": MAX_ANCHORS, **params}).fetchall()
         return [_evidence_from_row(row) for row in rows]
@@ -500,7 +500,7 @@ class Store:
     ) -> list[Evidence]:
         """Anchors at ``(repo, commit, file)`` covering ``line`` (in that commit's file)."""
         return self._evidence(
-            "filter_line",
+            "anchors_line",
             {
                 "project": project.value,
                 "repo": repo.value,
@@ -510,20 +510,23 @@ class Store:
             },
         )
 
-    def evidence_for_pairs(
-        self, project: ProjectId, repo: RepoId, pairs: Iterable[tuple[CommitSha, str]]
+    def evidence_for_runs(
+        self, project: ProjectId, repo: RepoId, runs: Iterable[tuple[CommitSha, str, int, int]]
     ) -> list[Evidence]:
-        """Every anchor at any of the ``(commit, file)`` pairs; lines are the caller's to match."""
-        unique = list(dict.fromkeys(pairs))
+        """Anchors overlapping runs ``(commit, file, first line, last line)`` of original lines,
+        plus whole-file anchors of those files; exact lines are the caller's to match."""
+        unique = list(dict.fromkeys(runs))
         if not unique:
             return []
         return self._evidence(
-            "filter_pairs",
+            "anchors_runs",
             {
                 "project": project.value,
                 "repo": repo.value,
-                "commits": [c.value for c, _ in unique],
-                "files": [f for _, f in unique],
+                "commits": [c.value for c, _, _, _ in unique],
+                "files": [f for _, f, _, _ in unique],
+                "starts": [s for _, _, s, _ in unique],
+                "ends": [e for _, _, _, e in unique],
             },
         )
 
@@ -532,7 +535,7 @@ class Store:
     ) -> list[Evidence]:
         """Every anchor at any of ``commits`` (in ``repo``, or in any repository)."""
         return self._evidence(
-            "filter_commits",
+            "anchors_commits",
             {
                 "project": project.value,
                 "repo": None if repo is None else repo.value,
@@ -545,7 +548,7 @@ class Store:
     ) -> list[Evidence]:
         """Anchors at commits whose author email or name is one of ``authors`` (any case)."""
         return self._evidence(
-            "filter_author",
+            "anchors_author",
             {
                 "project": project.value,
                 "repo": None if repo is None else repo.value,
@@ -558,7 +561,7 @@ class Store:
     ) -> list[Evidence]:
         """The anchors of the given L0 nodes (in ``repo``, or in any repository)."""
         return self._evidence(
-            "filter_nodes",
+            "anchors_nodes",
             {
                 "project": project.value,
                 "repo": None if repo is None else repo.value,

@@ -127,13 +127,12 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
        (SELECT count(DISTINCT project) FROM memory_node) AS projects;
 
 -- name: evidence
--- Anchors chosen by the anchor filter (one of the filter_* fragments below), each with its
--- commit, its L0 node and every node above that node (nearest first). One round trip.
+-- The anchors chosen by one of the anchors_* queries below (inserted as the CTE "chosen"),
+-- each with its commit, its L0 node and every node above that node (nearest first).
+-- One round trip.
 WITH chosen AS (
-    SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
-    FROM git_anchor a
-    WHERE a.project = %(project)s AND {anchor_filter}
-    ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
+    SELECT * FROM ({chosen}) AS c
+    ORDER BY c.commit_sha, c.file, c.line_start, c.node_sha256
     LIMIT %(max_anchors)s
 )
 SELECT ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
@@ -166,32 +165,75 @@ LEFT JOIN LATERAL (
 ) AS up ON true
 ORDER BY n.created_at DESC, n.sha256, ch.file, ch.line_start;
 
--- name: filter_line
-a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s AND a.file = %(file)s
-AND (a.line_start = 0 OR %(line)s BETWEEN a.line_start AND a.line_end)
+-- name: anchors_line
+-- Anchors at (repo, commit, file) covering one line. Anchors are short, so the scan of
+-- line_start is bounded below by the longest anchor of the repository (an index lookup).
+SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM git_anchor a
+WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
+  AND a.file = %(file)s
+  AND a.line_start BETWEEN %(line)s - (
+        SELECT s.line_end - s.line_start FROM git_anchor s
+        WHERE s.project = %(project)s AND s.repo = %(repo)s
+        ORDER BY s.line_end - s.line_start DESC LIMIT 1)
+      AND %(line)s
+  AND a.line_end >= %(line)s
+UNION ALL
+SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM git_anchor a
+WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
+  AND a.file = %(file)s AND a.line_start = 0
 
--- name: filter_pairs
-a.repo = %(repo)s
-AND (a.commit_sha, a.file) IN (
-    SELECT * FROM unnest(%(commits)s::text[], %(files)s::text[])
-)
+-- name: anchors_runs
+-- Anchors overlapping runs of original lines (commit, file, first, last): what blame says
+-- the lines of a range or a whole document came from. Whole-file anchors of those files too.
+SELECT DISTINCT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM unnest(%(commits)s::text[], %(files)s::text[], %(starts)s::int[], %(ends)s::int[])
+     AS r (commit_sha, file, s, e)
+JOIN git_anchor a
+  ON a.project = %(project)s AND a.repo = %(repo)s
+ AND a.commit_sha = r.commit_sha AND a.file = r.file
+ AND a.line_start BETWEEN r.s - (
+        SELECT s.line_end - s.line_start FROM git_anchor s
+        WHERE s.project = %(project)s AND s.repo = %(repo)s
+        ORDER BY s.line_end - s.line_start DESC LIMIT 1)
+     AND r.e
+ AND a.line_end >= r.s
+UNION
+SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM (SELECT DISTINCT * FROM unnest(%(commits)s::text[], %(files)s::text[])) AS p (commit_sha, file)
+JOIN git_anchor a
+  ON a.project = %(project)s AND a.repo = %(repo)s
+ AND a.commit_sha = p.commit_sha AND a.file = p.file AND a.line_start = 0
 
--- name: filter_commits
-a.commit_sha = ANY(%(commits)s::text[])
-AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
+-- name: anchors_commits
+SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM git_anchor a
+WHERE a.project = %(project)s AND a.commit_sha = ANY(%(commits)s::text[])
+  AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
 
--- name: filter_author
-(a.repo, a.commit_sha) IN (
-    SELECT g.repo, g.commit_sha FROM git_commit g
+-- name: anchors_author
+-- The author's newest commits first, so a limit keeps the most recent evidence.
+SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM (
+    SELECT g.project, g.repo, g.commit_sha FROM git_commit g
     WHERE g.project = %(project)s
-      AND (lower(g.author_email) = ANY(%(authors)s::text[])
-           OR lower(g.author_name) = ANY(%(authors)s::text[]))
       AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
-)
+      AND lower(g.author_email) = ANY(%(authors)s::text[])
+    UNION
+    SELECT g.project, g.repo, g.commit_sha FROM git_commit g
+    WHERE g.project = %(project)s
+      AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
+      AND lower(g.author_name) = ANY(%(authors)s::text[])
+) AS g
+JOIN git_anchor a
+  ON a.project = g.project AND a.repo = g.repo AND a.commit_sha = g.commit_sha
 
--- name: filter_nodes
-a.node_sha256 = ANY(%(shas)s::text[])
-AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
+-- name: anchors_nodes
+SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM git_anchor a
+WHERE a.project = %(project)s AND a.node_sha256 = ANY(%(shas)s::text[])
+  AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
 
 -- name: commits_by_prefix
 SELECT DISTINCT commit_sha FROM git_commit

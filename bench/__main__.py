@@ -1,0 +1,363 @@
+"""``python -m bench [--quick]``: every figure as a ratio against a floor measured in the same
+run, printed as a table and written to bench/results.json (bench/results-quick.json with
+--quick)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import conninfo, sql
+
+from bench.corpus import BIG, FULL, PROJECT, QUICK, REPO_ID, CommitRecord, Size, build_repo, load_store
+from bench.lspclient import LspClient
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+@dataclass
+class Figure:
+    name: str
+    ours: float
+    floor: float
+    ratio: float
+    target: str
+    passed: bool
+    unit: str = "s"
+    detail: str = ""
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def pct(xs: list[float], p: float) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def timed_run(cmd: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started
+
+
+class Bench:
+    def __init__(self, size: Size, work: Path, admin_dsn: str, repeats: int) -> None:
+        self.size = size
+        self.work = work
+        self.admin_dsn = admin_dsn
+        self.repeats = repeats
+        self.repo = work / f"repo-{size.key}"
+        self.figures: list[Figure] = []
+        self.records: list[CommitRecord] = []
+        params = conninfo.conninfo_to_dict(admin_dsn)
+        params["dbname"] = f"poimen_bench_{size.key}"
+        self.dsn = conninfo.make_conninfo(**params)
+        self.shim_dir = work / "shim"
+        self.shim_log = work / "git-calls.log"
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        marker = self.repo / ".bench-records.json"
+        if not marker.exists():
+            shutil.rmtree(self.repo, ignore_errors=True)
+            t = time.perf_counter()
+            self.records = build_repo(self.repo, self.size)
+            marker.write_text(json.dumps([r.__dict__ for r in self.records]))
+            print(f"built repository ({len(self.records)} commits) in {time.perf_counter() - t:.0f}s", flush=True)
+        else:
+            self.records = [CommitRecord(**r) for r in json.loads(marker.read_text())]
+            for r in self.records:
+                r.author = tuple(r.author)  # type: ignore[assignment]
+        name = conninfo.conninfo_to_dict(self.dsn)["dbname"]
+        with psycopg.connect(self.admin_dsn, autocommit=True) as admin:
+            exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if not exists:
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        with psycopg.connect(self.dsn) as conn:
+            loaded = conn.execute("SELECT to_regclass('bench_loaded')").fetchone()
+        if not loaded or loaded[0] is None:
+            t = time.perf_counter()
+            counts = load_store(self.dsn, self.records, self.size)
+            with psycopg.connect(self.dsn) as conn:
+                conn.execute("CREATE TABLE bench_loaded (counts jsonb)")
+                conn.execute("INSERT INTO bench_loaded VALUES (%s)", (json.dumps(counts),))
+            print(f"loaded store {counts} in {time.perf_counter() - t:.0f}s", flush=True)
+        real_git = shutil.which("git")
+        assert real_git
+        self.shim_dir.mkdir(exist_ok=True)
+        shim = self.shim_dir / "git"
+        shim.write_text(f'#!/bin/sh\necho "$*" >> "{self.shim_log}"\nexec "{real_git}" "$@"\n')
+        shim.chmod(0o755)
+
+    def env(self, cache: Path) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "POIMEN_DSN"}
+        env.update(
+            POIMEN_CACHE_DIR=str(cache),
+            POIMEN_CONFIG=str(self.work / "no-config.toml"),
+            PATH=f"{self.shim_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        )
+        return env
+
+    def server(self, cache: Path) -> LspClient:
+        client = LspClient(
+            [sys.executable, "-m", "poimen_memory.cli", "lsp"],
+            self.env(cache),
+            self.repo,
+            self.work / "server.log",
+        )
+        client.initialize(self.repo, {"poimenMemory": {"dsn": self.dsn, "project": PROJECT}})
+        return client
+
+    def add(self, name: str, ours: float, floor: float, target: str, ok: Callable[[float], bool], unit: str = "s", detail: str = "") -> None:
+        ratio = ours / floor if floor else float("inf")
+        fig = Figure(name, ours, floor, ratio, target, ok(ratio), unit, detail)
+        self.figures.append(fig)
+        mark = "pass" if fig.passed else "MISS"
+        print(f"{name:<44} ours {ours:10.4f}{unit:<3} floor {floor:10.4f}{unit:<3} ratio {ratio:7.3f}  {target:<10} {mark}  {detail}", flush=True)
+
+    def hover_line(self) -> int:
+        """A line of the big file whose origin carries memories (a line a commit changed)."""
+        out = subprocess.run(
+            ["git", "blame", "--porcelain", "HEAD", "--", BIG], cwd=self.repo,
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        wanted = {r.sha for r in self.records[1:]}
+        line = 0
+        for row in out.splitlines():
+            parts = row.split()
+            if len(parts) >= 3 and len(parts[0]) == 40 and parts[0] in wanted:
+                line = int(parts[2])
+                if line > 100:
+                    break
+        return line or 1
+
+    # -- figures ------------------------------------------------------------------------------
+
+    def fig_a_e(self) -> None:
+        line = self.hover_line()
+        big = self.repo / BIG
+        text = big.read_text()
+        cold, floor, restart = [], [], []
+        for _ in range(self.repeats):
+            floor.append(timed_run(["git", "blame", f"-L{line},{line}", "--porcelain", "HEAD", "--", BIG], self.repo))
+            cache = self.work / f"cache-{uuid.uuid4().hex[:8]}"
+            client = self.server(cache)
+            uri = client.open(big, text)
+            client.request("workspace/executeCommand", {"command": "mem.ping", "arguments": [{}]})
+            t, result = client.hover(uri, line)
+            assert result is not None, "the cold hover found no memory"
+            cold.append(t)
+            time.sleep(2.0)  # let the background whole-file blame land in the cache
+            client.close()
+            again = self.server(cache)
+            uri = again.open(big, text)
+            again.request("workspace/executeCommand", {"command": "mem.ping", "arguments": [{}]})
+            t, result = again.hover(uri, line)
+            assert result is not None
+            restart.append(t)
+            again.close()
+        self.cold_hover = median(cold)
+        self.add("a. cold hover (big file) vs git blame -L", self.cold_hover, median(floor), "<= 1.1x", lambda r: r <= 1.1)
+        self.add("e. hover after restart vs cold hover", median(restart), self.cold_hover, "<= 0.1x", lambda r: r <= 0.1)
+
+    def fig_b_c_d(self) -> None:
+        line = self.hover_line()
+        big = self.repo / BIG
+        text = big.read_text()
+        cold_lens, floor = [], []
+        for _ in range(self.repeats):
+            floor.append(timed_run(["git", "blame", "--porcelain", "HEAD", "--", BIG], self.repo))
+            client = self.server(self.work / f"cache-{uuid.uuid4().hex[:8]}")
+            uri = client.open(big, text)
+            client.request("workspace/executeCommand", {"command": "mem.ping", "arguments": [{}]})
+            t, lenses = client.timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
+            assert lenses, "no lenses on the big file"
+            cold_lens.append(t)
+            client.close()
+        self.add("c. cold code lens (big file) vs git blame", median(cold_lens), median(floor), "<= 1.1x", lambda r: r <= 1.1)
+
+        client = self.server(self.work / f"cache-{uuid.uuid4().hex[:8]}")
+        uri = client.open(big, text)
+        client.timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        n = 200 if self.size is FULL else 60
+        noop = [client.timed("workspace/executeCommand", {"command": "mem.ping", "arguments": [{}]})[0] for _ in range(n)]
+        warm = [client.hover(uri, line)[0] for _ in range(n)]
+        self.warm_p50 = median(warm)
+        self.add("b. warm hover p50 vs no-op request", median(warm), median(noop), "<= 2x", lambda r: r <= 2.0)
+        self.add("b. warm hover p99 vs no-op request p99", pct(warm, 99), pct(noop, 99), "(info)", lambda r: True)
+        warm_lens = [client.timed("textDocument/codeLens", {"textDocument": {"uri": uri}})[0] for _ in range(n)]
+        self.add("c. warm code lens vs warm hover", median(warm_lens), self.warm_p50, "<= 3x", lambda r: r <= 3.0)
+
+        # d. 100 random edits in the unsaved buffer, then hovers.
+        rng = random.Random(5)
+        lines = text.splitlines()
+        before = len(self.shim_log.read_text().splitlines()) if self.shim_log.exists() else 0
+        version = 1
+        shift = 0
+        for _ in range(100):
+            version += 1
+            at = rng.randrange(0, max(1, line - 1 + shift))
+            client.notify("textDocument/didChange", {
+                "textDocument": {"uri": uri, "version": version},
+                "contentChanges": [{"range": {"start": {"line": at, "character": 0}, "end": {"line": at, "character": 0}}, "text": f"// edit {version}\n"}],
+            })  # fmt: skip
+            lines.insert(at, f"// edit {version}")
+            shift += 1
+        edited = [client.hover(uri, line + shift)[0] for _ in range(n)]
+        assert client.hover(uri, line + shift)[1] is not None, "the edited buffer lost the memory"
+        spawned = (len(self.shim_log.read_text().splitlines()) if self.shim_log.exists() else 0) - before
+        self.add("d. hover after 100 edits vs warm hover", median(edited), self.warm_p50, "<= 1.5x", lambda r: r <= 1.5, detail=f"git processes spawned: {spawned}")
+        self.add("d. git processes during 100 edits + hovers", float(spawned), 1.0, "0", lambda r: spawned == 0, unit="")
+        client.close()
+
+    def fig_f(self) -> None:
+        from poimen_memory.domain import ProjectId
+        from poimen_memory.lookup import ByAuthorRequest, ByCommitRequest, ByGitRequest, QueryRequest, build_service
+        from poimen_memory.store import Store
+
+        line = self.hover_line()
+        project = ProjectId(PROJECT)
+        with Store(self.dsn) as store:
+            service = build_service(store, [self.repo], project, cache_path=self.work / "f-cache.db")
+            service.checkouts.blamer(None)[1].blame_file(BIG)
+            n = 300 if self.size is FULL else 80
+            with psycopg.connect(self.dsn) as conn:
+                sha = conn.execute("SELECT sha256 FROM memory_node LIMIT 1").fetchone()[0]
+                pk = []
+                for _ in range(n):
+                    t = time.perf_counter()
+                    conn.execute("SELECT * FROM memory_node WHERE project = %s AND sha256 = %s", (PROJECT, sha)).fetchall()
+                    pk.append(time.perf_counter() - t)
+            commit = self.records[len(self.records) // 3].sha
+            cases: dict[str, Callable[[], Any]] = {
+                "by_git": lambda: service.by_git(ByGitRequest.from_json({"file": BIG, "line": line}, project)),
+                "by_commit": lambda: service.by_commit(ByCommitRequest.from_json({"commit_sha": commit[:10]}, project)),
+                "by_author": lambda: service.by_author(ByAuthorRequest.from_json({"author": "frank@bench.example", "repo": REPO_ID}, project)),
+                "query": lambda: service.query(QueryRequest.from_json({"query": "stream timeout", "git_repo": REPO_ID, "limit": 20}, project)),
+            }
+            for name, call in cases.items():
+                assert call().memories, f"{name} found nothing"
+                times = []
+                for _ in range(n if name in ("by_git", "by_commit") else max(10, n // 10)):
+                    t = time.perf_counter()
+                    call()
+                    times.append(time.perf_counter() - t)
+                target = "<= 3x" if name == "by_git" else "(info)"
+                self.add(f"f. {name} p99 vs PK select p99", pct(times, 99), pct(pk, 99), target, (lambda r: r <= 3.0) if name == "by_git" else (lambda r: True))
+                self.add(f"f. {name} p50 vs PK select p50", median(times), median(pk), "(info)", lambda r: True)
+
+    def fig_g(self) -> None:
+        from poimen_memory.domain import ProjectId
+        from poimen_memory.ingest import IngestOptions, ingest
+        from poimen_memory.store import Store
+
+        rng = random.Random(3)
+        n = self.size.ingest_nodes
+        project = f"ingest-{uuid.uuid4().hex[:6]}"
+        targets = [(r, p, ln) for r in self.records[1:] for p, lines in r.changed.items() for ln in lines]
+        rows = []
+        for k in range(n):
+            rec, path, line = targets[rng.randrange(len(targets))]
+            rows.append({"type": "node", "level": "L0", "query_id": f"iq{k % 5000}", "text": f"Ingested evidence {k} " + " ".join(rng.choice(["a", "b", "c"]) for _ in range(20)),
+                         "anchors": [{"file": path, "line": line, "commit": rec.sha}], "created_at": "2026-08-01T00:00:00Z"})  # fmt: skip
+        src = self.work / "ingest.jsonl"
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        with Store(self.dsn) as store:
+            t = time.perf_counter()
+            summary = ingest([src], store, IngestOptions(ProjectId(project), self.repo, cache_path=self.work / "g-cache.db"))
+            ours = time.perf_counter() - t
+        assert summary.written.anchors == n, summary.to_json()
+        with psycopg.connect(self.dsn) as conn:
+            conn.execute("CREATE UNLOGGED TABLE IF NOT EXISTS bench_copy_floor (project text, sha256 text, level text, query_id text, run_id text, t int, text text, created_at timestamptz, repo text, commit_sha text, file text, line int)")
+            conn.execute("TRUNCATE bench_copy_floor")
+            conn.commit()
+            t = time.perf_counter()
+            with conn.cursor() as cur, cur.copy("COPY bench_copy_floor FROM STDIN") as copy:
+                for k, r in enumerate(rows):
+                    a = r["anchors"][0]
+                    copy.write_row((project, f"{k:064x}", "L0", r["query_id"], "run", 0, r["text"], "2026-08-01T00:00:00Z", REPO_ID, a["commit"], a["file"], a["line"]))
+            conn.commit()
+            floor = time.perf_counter() - t
+        # Throughput ratio: ours per second / floor per second = floor time / our time.
+        self.figures.append(Figure("g. ingest throughput vs plain COPY", n / ours, n / floor, floor / ours, ">= 0.3x", floor / ours >= 0.3, "rows/s"))
+        print(f"{'g. ingest throughput vs plain COPY':<44} ours {n / ours:10.0f}/s  floor {n / floor:10.0f}/s  ratio {floor / ours:7.3f}  >= 0.3x     {'pass' if floor / ours >= 0.3 else 'MISS'}", flush=True)
+
+    def fig_h(self) -> None:
+        files = sorted(p for p in (self.repo / "src").glob("mod_*.rs"))[:50]
+        client = self.server(self.work / f"cache-{uuid.uuid4().hex[:8]}")
+        for path in files:
+            uri = client.open(path, path.read_text())
+            client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        rss = client.rss_bytes() / 1e6
+        client.close()
+        self.figures.append(Figure(f"h. server RSS after {len(files)} files with lenses", rss, 200.0, rss / 200.0, "<= 200 MB", rss <= 200.0, "MB"))
+        print(f"{'h. server RSS, files with lenses':<44} ours {rss:10.1f}MB  limit 200MB  {'pass' if rss <= 200 else 'MISS'}", flush=True)
+
+    def fig_i(self) -> None:
+        import git
+
+        from poimen_memory.gitio import GitRepo
+
+        repo = GitRepo.discover(self.repo)
+        head = repo.head()
+        ours, theirs = [], []
+        gp = git.Repo(self.repo)
+        for _ in range(self.repeats):
+            t = time.perf_counter()
+            repo.blame(BIG, head)
+            ours.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            gp.blame(head.value, BIG, M=True, C=True, root=True)
+            theirs.append(time.perf_counter() - t)
+        # Speed-up: GitPython's time over ours (>= 1.15 means ours is 15% faster or more).
+        speedup = median(theirs) / median(ours)
+        self.figures.append(Figure("i. our blame vs GitPython Repo.blame", median(ours), median(theirs), speedup, ">= 1.15x faster", speedup >= 1.15))
+        print(f"{'i. our blame vs GitPython Repo.blame':<44} ours {median(ours):10.4f}s  GitPython {median(theirs):10.4f}s  speed-up {speedup:6.3f}  >= 1.15x  {'pass' if speedup >= 1.15 else 'MISS'}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a small corpus, under 2 minutes")
+    parser.add_argument("--work", default=str(HERE / "out"), help="corpus and scratch directory")
+    parser.add_argument("--admin-dsn", default=os.environ.get("POIMEN_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument("--only", default="abcdefghi", help="figures to run, e.g. 'af'")
+    args = parser.parse_args(argv)
+    size = QUICK if args.quick else FULL
+    bench = Bench(size, Path(args.work), args.admin_dsn, repeats=3 if args.quick else 5)
+    started = time.perf_counter()
+    bench.prepare()
+    steps = [("ae", bench.fig_a_e), ("bcd", bench.fig_b_c_d), ("f", bench.fig_f), ("g", bench.fig_g), ("h", bench.fig_h), ("i", bench.fig_i)]
+    for letters, step in steps:
+        if set(letters) & set(args.only):
+            step()
+    out = HERE / ("results-quick.json" if args.quick else "results.json")
+    out.write_text(json.dumps({
+        "corpus": asdict(size) | {"key": size.key},
+        "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0], "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()},
+        "seconds": round(time.perf_counter() - started, 1),
+        "figures": [{"name": f.name, "ours": f.ours, "floor": f.floor, "ratio": f.ratio, "target": f.target, "pass": f.passed, "unit": f.unit, "detail": f.detail} for f in bench.figures],
+    }, indent=2) + "\n")  # fmt: skip
+    print(f"\nwrote {out.relative_to(ROOT)} in {time.perf_counter() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
