@@ -251,7 +251,7 @@ class Bench:
                 "by_git": lambda: service.by_git(ByGitRequest.from_json({"file": BIG, "line": line}, project)),
                 "by_commit": lambda: service.by_commit(ByCommitRequest.from_json({"commit_sha": commit[:10]}, project)),
                 "by_author": lambda: service.by_author(ByAuthorRequest.from_json({"author": "frank@bench.example", "repo": REPO_ID}, project)),
-                "query": lambda: service.query(QueryRequest.from_json({"query": "stream timeout", "git_repo": REPO_ID, "limit": 20}, project)),
+                "query": lambda: service.query(QueryRequest.from_json({"query": "kalomi", "git_repo": REPO_ID, "limit": 20}, project)),
             }
             for name, call in cases.items():
                 assert call().memories, f"{name} found nothing"

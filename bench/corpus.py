@@ -151,12 +151,16 @@ def build_repo(root: Path, size: Size, seed: int = 7) -> list[CommitRecord]:
         else:
             path = rng.choice(sorted(modules))
             lines = modules[path]
-        changed = sorted(rng.sample(range(len(lines)), k=min(len(lines), rng.randrange(3, 12))))
-        for n in changed:
-            lines[n] = fresh()
+        changed: list[int] = []
+        for _ in range(rng.randrange(1, 5)):  # hunks of consecutive lines, as edits are
+            length = rng.randrange(3, 25)
+            start = rng.randrange(0, max(1, len(lines) - length))
+            for n in range(start, min(start + length, len(lines))):
+                lines[n] = fresh()
+                changed.append(n)
         if rng.random() < 0.2:  # sometimes insert a block, shifting everything below
             at = rng.randrange(len(lines))
-            block = [fresh() for _ in range(rng.randrange(1, 4))]
+            block = [fresh() for _ in range(rng.randrange(1, 6))]
             lines[at:at] = block
             changed = [n if n < at else n + len(block) for n in changed] + list(
                 range(at, at + len(block))
@@ -192,8 +196,29 @@ def node_sha(level: str, project: str, query_id: str | None, text: str) -> str:
     return hashlib.sha256(NODE_TAG + _enc(level) + _enc(project) + opt + _enc(text)).hexdigest()
 
 
+_SYLLABLES = "ka lo mi nu pe ra si to vu xe ba de fi go hu".split()
+VOCABULARY = WORDS + sorted(
+    {a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES}
+)[:4000]
+
+
 def _text(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
+    # Mostly rare words, so a search matches a realistic fraction of the store.
+    return " ".join(rng.choice(VOCABULARY) for _ in range(n))
+
+
+def _blocks(rec: CommitRecord) -> list[tuple[str, int, int]]:
+    """The commit's changed lines as runs (path, first, last)."""
+    out = []
+    for path, lines in rec.changed.items():
+        start = prev = lines[0]
+        for n in lines[1:]:
+            if n != prev + 1:
+                out.append((path, start, prev))
+                start = n
+            prev = n
+        out.append((path, start, prev))
+    return out
 
 
 def load_store(dsn: str, records: list[CommitRecord], size: Size, seed: int = 11) -> dict[str, int]:
@@ -237,20 +262,20 @@ def load_store(dsn: str, records: list[CommitRecord], size: Size, seed: int = 11
             node_rows.append((PROJECT, sha, "L1", q, "bench-run", 1, text, created))
             edge_rows.append((PROJECT, sha, l2s[k % len(l2s)]))
         anchor_rows = []
+        runs_of = {rec.sha: _blocks(rec) for rec in records[1:]}
         for k in range(size.l0):
             parent, q = l1s[k % len(l1s)]
             text = f"Evidence {k}: {_text(rng, 30)}"
             sha = node_sha("L0", PROJECT, q, text)
             node_rows.append((PROJECT, sha, "L0", q, "bench-run", 1, text, created))
             edge_rows.append((PROJECT, sha, parent))
-            if k % 10 == 0:
-                rec, path, line = real_targets[rng.randrange(len(real_targets))]
-                anchor_rows.append((PROJECT, sha, REPO_ID, rec.sha, path, line, line))
-            for _ in range(size.anchors_per_l0 - (1 if k % 10 == 0 else 0)):
-                rec = records[rng.randrange(1, len(records))]
-                path, count = next(iter(rec.touched.items()))
-                start = rng.randrange(1, max(count - 3, 2))
-                anchor_rows.append((PROJECT, sha, REPO_ID, rec.sha, path, start, start + rng.randrange(0, 3)))
+            # Evidence sits on lines its commit changed: sub-ranges of the commit's hunks.
+            rec = records[rng.randrange(1, len(records))]
+            for _ in range(size.anchors_per_l0):
+                path, first, last = rng.choice(runs_of[rec.sha])
+                start = rng.randrange(first, last + 1)
+                end = min(last, start + rng.randrange(0, 4))
+                anchor_rows.append((PROJECT, sha, REPO_ID, rec.sha, path, start, end))
         with cur.copy(
             "COPY memory_node (project, sha256, level, query_id, run_id, t, text, created_at)"
             " FROM STDIN"

@@ -430,27 +430,3 @@ def test_detect_moves_keeps_the_origin_of_a_moved_block(tmp_path: Path) -> None:
     assert origin is not None
     assert origin.commit.value == original
     assert origin.orig_line == 1
-
-
-def test_parallel_whole_file_blame_equals_one_process(tmp_path: Path) -> None:
-    import random
-
-    rng = random.Random(1)
-    repo = FixtureRepo.create(tmp_path / "big")
-    lines = [f"let v{i} = {rng.randrange(10**6)};" for i in range(2600)]
-    repo.write("big.rs", "\n".join(lines) + "\n")
-    repo.commit("c0", "Initial", CAROL)
-    for k in range(12):
-        for n in rng.sample(range(len(lines)), 40):
-            lines[n] = f"let w{k}_{n} = {rng.randrange(10**6)};"
-        lines[rng.randrange(len(lines)) : 0] = [f"// inserted {k}"] * 3
-        repo.write("big.rs", "\n".join(lines) + "\n")
-        repo.commit(f"c{k + 1}", f"Edit {k}", rng.choice([ALICE, BOB, CAROL]))
-    git = GitRepo.discover(repo.root)
-    single = git.blame("big.rs", git.head())
-    split = Blamer(git, BlameCache(None), jobs=2).blame_file("big.rs")
-    assert len(single.lines) == len(lines) > 2000
-    assert split.lines == single.lines
-    assert {s: (c.author_email, c.summary) for s, c in split.commits.items()} == {
-        s: (c.author_email, c.summary) for s, c in single.commits.items()
-    }

@@ -57,6 +57,7 @@ __all__ = [
     "ConfigError",
     "DocumentMemories",
     "IngestListener",
+    "LineMemory",
     "LookupFailed",
     "LookupInputError",
     "LookupResult",
@@ -374,17 +375,25 @@ class LookupResult:
 
 
 @dataclass(frozen=True, slots=True)
+class LineMemory:
+    """A memory on a line, as code lens needs it: which node, cited where (no text)."""
+
+    sha: Sha256Hash
+    citation: Citation
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentMemories:
-    """Every memory of a file, by current line (1-based), for code lens and hover."""
+    """Every memory of a file, by current line (1-based), for code lens."""
 
     repo: RepoId
     path: str
-    by_line: dict[int, tuple[Memory, ...]]
+    by_line: dict[int, tuple[LineMemory, ...]]
 
     @property
     def total(self) -> int:
         """Distinct L0 memories in the file."""
-        return len({m.node.sha256 for ms in self.by_line.values() for m in ms})
+        return len({m.sha for ms in self.by_line.values() for m in ms})
 
 
 def _citation(e: Evidence) -> Citation:
@@ -465,7 +474,7 @@ class Checkouts:
 
     def locate(self, path: str | Path) -> tuple[RepoId, Blamer, str]:
         """(identity, blamer, path in the tree) for a file path; LookupFailed outside a tree."""
-        absolute = Path(path).expanduser()
+        absolute = Path(path).expanduser().absolute()
         with self._lock:
             known = [
                 entry for root, entry in self._by_root.items() if absolute.is_relative_to(root)
@@ -511,6 +520,7 @@ class Checkouts:
 
 
 _DOC_CACHE = 128
+_HOVER_CACHE = 4096
 
 
 def project_for(repo: RepoId) -> ProjectId:
@@ -536,6 +546,9 @@ class LookupService:
             OrderedDict()
         )
         self._maps: OrderedDict[tuple[str, CommitSha, int], list[int | None]] = OrderedDict()
+        self._hovers: OrderedDict[
+            tuple[ProjectId, RepoId, CommitSha, str, int], LookupResult | None
+        ] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- editor lookups ---------------------------------------------------------------------
@@ -595,24 +608,27 @@ class LookupService:
         else:
             head_line = line
         scope = project or self.default_project or project_for(repo_id)
-        with self._lock:
-            cached = self._docs.get((scope, repo_id, rel, head))
-        if cached is not None:
-            memories = cached.by_line.get(head_line, ())
-            if not memories:
-                return None
-            return _with_parents(repo_id, memories)
         try:
             origin = blamer.origin(rel, head_line, head, warm=True)
         except GitError:
             return None
         if origin is None:
             return None
+        key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line)
+        with self._lock:
+            if key in self._hovers:
+                self._hovers.move_to_end(key)
+                return self._hovers[key]
         rows = self.store.evidence_at_line(
             scope, repo_id, origin.commit, origin.orig_path, origin.orig_line
         )
         result = assemble(repo_id, rows, {r.node.sha256: (line,) for r in rows})
-        return result if result.memories else None
+        found = result if result.memories else None
+        with self._lock:
+            self._hovers[key] = found
+            while len(self._hovers) > _HOVER_CACHE:
+                self._hovers.popitem(last=False)
+        return found
 
     def needs_blame(self, path: str | Path) -> bool:
         """Whether a document lookup of ``path`` would run a whole-file blame (for progress)."""
@@ -653,7 +669,7 @@ class LookupService:
         mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
         if mapping is None:
             return doc
-        by_line: dict[int, tuple[Memory, ...]] = {}
+        by_line: dict[int, tuple[LineMemory, ...]] = {}
         for index, head_line in enumerate(mapping):
             if head_line is not None and head_line in doc.by_line:
                 by_line[index + 1] = doc.by_line[head_line]
@@ -669,7 +685,14 @@ class LookupService:
             ]
             for k in doomed:
                 del self._docs[k]
-        return len(doomed)
+            stale = [
+                h
+                for h in self._hovers
+                if (repo is None or h[1] == repo) and (project is None or h[0] == project)
+            ]
+            for h in stale:
+                del self._hovers[h]
+        return len(doomed) + len(stale)
 
     # -- lookups by request -------------------------------------------------------------------
 
@@ -795,32 +818,23 @@ class LookupService:
         return LookupResult(req.git_repo, tuple(memories))
 
     def for_document(self, project: ProjectId, repo_id: RepoId, blame: Blame) -> DocumentMemories:
-        """Every memory of a blamed file, by current line, in one store round trip."""
-        origins = list(blame.lines)
-        rows = self.store.evidence_for_runs(project, repo_id, _runs(origins))
-        matched, lines_of = _match(rows, origins)
-        result = assemble(repo_id, matched, lines_of)
-        by_line: dict[int, list[Memory]] = {}
-        for memory in result.evidence:
-            for line in memory.lines:
-                by_line.setdefault(line, []).append(memory)
+        """Every memory of a blamed file, by current line: one store query for the anchors
+        (and commits) over what blame says the lines came from; no node text is read."""
+        index = _origin_index(blame.lines)
+        by_line: dict[int, list[LineMemory]] = {}
+        for anchor, commit in self.store.anchors_for_runs(project, repo_id, _runs(blame.lines)):
+            citation = Citation(
+                anchor.repo, anchor.file, anchor.line_start, anchor.line_end, commit
+            )
+            for line in _covered(
+                index, anchor.commit, anchor.file, anchor.line_start, anchor.line_end
+            ):
+                by_line.setdefault(line, []).append(LineMemory(anchor.node, citation))
         return DocumentMemories(
-            repo_id, blame.path, {k: tuple(v) for k, v in sorted(by_line.items())}
+            repo_id,
+            blame.path,
+            {k: tuple(dict.fromkeys(v)) for k, v in sorted(by_line.items())},
         )
-
-
-def _with_parents(repo: RepoId, memories: Sequence[Memory]) -> LookupResult:
-    """A hover's result from a document's memories of one line: the evidence, then the nodes
-    above it, each once."""
-    l0s = sorted(memories, key=lambda m: (m.node.created_at, m.node.sha256.value), reverse=True)
-    seen: dict[Sha256Hash, Memory] = {}
-    for m in l0s:
-        for parent in m.parents:
-            seen.setdefault(parent.node.sha256, parent)
-    uppers = sorted(
-        seen.values(), key=lambda m: (m.node.level.rank, -m.node.created_at.timestamp())
-    )
-    return LookupResult(repo, tuple(l0s) + tuple(uppers))
 
 
 def _runs(origins: Iterable[BlameLine]) -> list[tuple[CommitSha, str, int, int]]:
@@ -841,25 +855,44 @@ def _runs(origins: Iterable[BlameLine]) -> list[tuple[CommitSha, str, int, int]]
     return runs
 
 
-def _match(
-    rows: Sequence[Evidence], origins: Sequence[BlameLine]
-) -> tuple[list[Evidence], dict[Sha256Hash, list[int]]]:
-    """Keep the evidence whose anchor covers an origin line; note which current lines."""
+def _origin_index(
+    origins: Iterable[BlameLine],
+) -> dict[tuple[CommitSha, str], list[tuple[int, int]]]:
+    """(commit, original path) -> sorted (original line, current line)."""
     index: dict[tuple[CommitSha, str], list[tuple[int, int]]] = {}
     for o in origins:
         index.setdefault((o.commit, o.orig_path), []).append((o.orig_line, o.line))
     for entries in index.values():
         entries.sort()
+    return index
+
+
+def _covered(
+    index: dict[tuple[CommitSha, str], list[tuple[int, int]]],
+    commit: CommitSha,
+    file: str,
+    start: int,
+    end: int,
+) -> list[int]:
+    """Current lines whose origin falls in an anchor (``start == 0``: the whole file)."""
+    entries = index.get((commit, file), [])
+    if start == 0:
+        return [current for _, current in entries]
+    lo = bisect.bisect_left(entries, (start, -1))
+    hi = bisect.bisect_right(entries, (end, _MAX_LINE))
+    return [current for _, current in entries[lo:hi]]
+
+
+def _match(
+    rows: Sequence[Evidence], origins: Sequence[BlameLine]
+) -> tuple[list[Evidence], dict[Sha256Hash, list[int]]]:
+    """Keep the evidence whose anchor covers an origin line; note which current lines."""
+    index = _origin_index(origins)
     matched: list[Evidence] = []
     lines_of: dict[Sha256Hash, list[int]] = {}
     for row in rows:
-        entries = index.get((row.anchor.commit, row.anchor.file), [])
-        if row.anchor.line_start == 0:
-            hits = [current for _, current in entries]
-        else:
-            lo = bisect.bisect_left(entries, (row.anchor.line_start, -1))
-            hi = bisect.bisect_right(entries, (row.anchor.line_end, _MAX_LINE))
-            hits = [current for _, current in entries[lo:hi]]
+        a = row.anchor
+        hits = _covered(index, a.commit, a.file, a.line_start, a.line_end)
         if hits:
             matched.append(row)
             lines_of.setdefault(row.node.sha256, []).extend(hits)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameLine
@@ -19,7 +17,6 @@ __all__ = ["Blamer"]
 _KEY_MEMO = 4096
 _TEXT_MEMO = 64
 _LINE_MEMO = 4096
-_SPLIT_MIN = 2000  # lines from which a whole-file blame is split across processes
 
 
 class Blamer:
@@ -29,10 +26,9 @@ class Blamer:
     per (file, HEAD) and is remembered, so warm requests spawn no git at all.
     """
 
-    def __init__(self, repo: GitRepo, cache: BlameCache, jobs: int = 2) -> None:
+    def __init__(self, repo: GitRepo, cache: BlameCache) -> None:
         self.repo = repo
         self.cache = cache
-        self.jobs = jobs
         self._keys: OrderedDict[tuple[str, CommitSha], CommitSha] = OrderedDict()
         self._texts: OrderedDict[tuple[str, CommitSha], bytes] = OrderedDict()
         self._lines: OrderedDict[tuple[CacheKey, int], BlameLine | None] = OrderedDict()
@@ -66,32 +62,9 @@ class Blamer:
         if hit is not None:
             return hit
         # Blaming the last commit that touched the file gives the same lines as blaming `at`.
-        blame = self._blame_whole(path, key.commit)
+        blame = self.repo.blame(path, key.commit)
         self.cache.put(key, blame)
         return self.cache.get(key, at) or blame
-
-    def _blame_whole(self, path: str, commit: CommitSha) -> Blame:
-        """A whole-file blame; a long file is blamed in line ranges by parallel processes
-        (plain blame attributes each line on its own, so the ranges join exactly)."""
-        jobs = min(self.jobs, os.cpu_count() or 1)
-        if jobs < 2:
-            return self.repo.blame(path, commit)
-        try:
-            data = self.head_blob(path, commit)
-        except GitError:
-            return self.repo.blame(path, commit)
-        total = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-        if total < _SPLIT_MIN or self.repo.detect_moves or b"\x00" in data[:8000]:
-            return self.repo.blame(path, commit)
-        step = -(-total // jobs)
-        ranges = [(a, min(a + step - 1, total)) for a in range(1, total + 1, step)]
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            parts = list(pool.map(lambda r: self.repo.blame(path, commit, r), ranges))
-        lines = tuple(line for part in parts for line in part.lines)
-        commits = {sha: c for part in parts for sha, c in part.commits.items()}
-        if [ln.line for ln in lines] != list(range(1, total + 1)):
-            return self.repo.blame(path, commit)  # never guess: fall back to one process
-        return Blame(path=path, rev=commit, lines=lines, commits=commits)
 
     def origin(
         self, path: str, line: int, rev: CommitSha | None = None, *, warm: bool = False

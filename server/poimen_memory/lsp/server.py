@@ -26,7 +26,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from poimen_memory import __version__
-from poimen_memory.domain import ContentError, ProjectId
+from poimen_memory.domain import ContentError, ProjectId, Sha256Hash
 from poimen_memory.lookup import (
     ByAuthorRequest,
     ByCommitRequest,
@@ -35,11 +35,11 @@ from poimen_memory.lookup import (
     ConfigError,
     DocumentMemories,
     IngestListener,
+    LineMemory,
     LookupFailed,
     LookupInputError,
     LookupResult,
     LookupService,
-    Memory,
     QueryRequest,
     StoreUnavailable,
     new_checkouts,
@@ -279,38 +279,36 @@ class _LogToClient(logging.Handler):
 # -- lenses --------------------------------------------------------------------------------------
 
 
-def _blocks(doc: DocumentMemories) -> list[tuple[int, int, tuple[Memory, ...]]]:
+def _blocks(doc: DocumentMemories) -> list[tuple[int, int, tuple[LineMemory, ...]]]:
     """Runs of consecutive lines carrying the same memories: (first, last, memories)."""
-    out: list[tuple[int, int, tuple[Memory, ...]]] = []
+    out: list[tuple[int, int, tuple[LineMemory, ...]]] = []
+    previous: frozenset[Sha256Hash] = frozenset()
     for line in sorted(doc.by_line):
         memories = doc.by_line[line]
-        key = tuple(sorted(m.node.sha256.value for m in memories))
-        if (
-            out
-            and out[-1][1] == line - 1
-            and tuple(sorted(m.node.sha256.value for m in out[-1][2])) == key
-        ):
+        key = frozenset(m.sha for m in memories)
+        if out and out[-1][1] == line - 1 and key == previous:
             out[-1] = (out[-1][0], line, memories)
         else:
             out.append((line, line, memories))
+        previous = key
     return out
 
 
-def _lens_title(memories: Iterable[Memory]) -> str:
-    items = sorted(memories, key=lambda m: m.node.created_at, reverse=True)
-    count = f"{len(items)} memor{'y' if len(items) == 1 else 'ies'}"
+def _lens_title(memories: Iterable[LineMemory]) -> str:
+    newest_first = sorted(memories, key=lambda m: m.citation.commit.author_date, reverse=True)
+    distinct = list(dict.fromkeys(m.sha for m in newest_first))
+    count = f"{len(distinct)} memor{'y' if len(distinct) == 1 else 'ies'}"
     authors: list[str] = []
-    for m in items:
-        if m.citation is not None:
-            name = m.citation.commit.author_name.split(" ")[0] or m.citation.commit.author_email
-            if name not in authors:
-                authors.append(name)
+    for m in newest_first:
+        commit = m.citation.commit
+        name = commit.author_name.split(" ")[0] or commit.author_email
+        if name not in authors:
+            authors.append(name)
     parts = [count]
     if authors:
         parts.append(", ".join(authors[:2]) + (f" +{len(authors) - 2}" if len(authors) > 2 else ""))
-    newest = next((m.citation for m in items if m.citation is not None), None)
-    if newest is not None:
-        summary = newest.commit.summary
+    if newest_first:
+        summary = newest_first[0].citation.commit.summary
         parts.append(summary if len(summary) <= 48 else summary[:47] + "…")
     return " · ".join(parts)
 
@@ -496,7 +494,7 @@ def create_server() -> PoimenServer:
         if lens.command is None and isinstance(lens.data, dict):
             lines = lens.data.get("lines")
             cached = ls.state.lenses.get(str(lens.data.get("uri")))
-            memories: tuple[Memory, ...] = ()
+            memories: tuple[LineMemory, ...] = ()
             if cached is not None and cached.memories is not None and isinstance(lines, list):
                 memories = cached.memories.by_line.get(int(lines[0]), ())
             lens.command = types.Command(

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool
 
 from poimen_memory.domain import (
@@ -529,6 +529,35 @@ class Store:
                 "ends": [e for _, _, _, e in unique],
             },
         )
+
+    def anchors_for_runs(
+        self, project: ProjectId, repo: RepoId, runs: Iterable[tuple[CommitSha, str, int, int]]
+    ) -> list[tuple[Anchor, CommitInfo]]:
+        """Like evidence_for_runs, but only anchors and commits (no node text): cheap enough
+        for the code lenses of a whole file."""
+        unique = list(dict.fromkeys(runs))
+        if not unique:
+            return []
+        statement = sql.SQL(query("anchor_commits")).format(chosen=sql.SQL(query("anchors_runs")))
+        params = {
+            "project": project.value,
+            "repo": repo.value,
+            "commits": [c.value for c, _, _, _ in unique],
+            "files": [f for _, f, _, _ in unique],
+            "starts": [s for _, _, s, _ in unique],
+            "ends": [e for _, _, _, e in unique],
+            "max_anchors": MAX_ANCHORS * 10,
+        }
+        with self._conn() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            rows = cur.execute(statement, params).fetchall()
+        commits: dict[str, CommitInfo] = {}
+        out = []
+        for node, _repo, sha, file, start, end, message, name, email, date in rows:
+            info = commits.get(sha)
+            if info is None:
+                info = commits[sha] = CommitInfo(repo, CommitSha(sha), message, name, email, date)
+            out.append((Anchor(project, Sha256Hash(node), repo, info.sha, file, start, end), info))
+        return out
 
     def evidence_for_commits(
         self, project: ProjectId, repo: RepoId | None, commits: Iterable[CommitSha]

@@ -268,3 +268,12 @@ WITH RECURSIVE down (top, sha256, depth) AS (
 SELECT DISTINCT d.top, d.sha256
 FROM down d
 JOIN memory_node n ON n.project = %(project)s AND n.sha256 = d.sha256 AND n.level = 'L0';
+
+-- name: anchor_commits
+-- The anchors chosen by one of the anchors_* queries, with their commits only: what code
+-- lenses need (counts, authors, summaries), without the nodes' text.
+SELECT ch.node_sha256, ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
+       c.message, c.author_name, c.author_email, c.author_date
+FROM (SELECT * FROM ({chosen}) AS x LIMIT %(max_anchors)s) AS ch
+JOIN git_commit c
+  ON c.project = ch.project AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha;
