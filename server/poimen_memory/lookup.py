@@ -8,10 +8,12 @@ errors (naming the field and value); results are one response model with one JSO
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -550,6 +552,7 @@ class LookupService:
             tuple[ProjectId, RepoId, CommitSha, str, int], LookupResult | None
         ] = OrderedDict()
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
 
     # -- editor lookups ---------------------------------------------------------------------
 
@@ -594,26 +597,67 @@ class LookupService:
         max_bytes: int | None = None,
     ) -> LookupResult | None:
         """The memories of one buffer line (1-based): mapped to HEAD in process, then through
-        blame to its origin. None for a line without memories or one typed in the buffer."""
-        opened = self._open_file(path, max_bytes)
-        if opened is None:
+        blame to its origin. None for a line without memories or one typed in the buffer.
+
+        A buffer whose text is HEAD's (recognised by its hash) needs no blob; on a cold file
+        the blob is read while ``git blame -L`` runs, so the first hover costs one blame."""
+        try:
+            repo_id, blamer, rel = self.checkouts.locate(path)
+            head = blamer.repo.head()
+        except (LookupFailed, GitError):
             return None
-        repo_id, blamer, rel, head, head_text = opened
-        mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
-        if mapping is not None:
-            if not 1 <= line <= len(mapping) or mapping[line - 1] is None:
-                return None
-            head_line = mapping[line - 1]
-            assert head_line is not None
-        else:
-            head_line = line
-        scope = project or self.default_project or project_for(repo_id)
+        head_line: int | None = line
+        if buffer_text is not None:
+            digest = hashlib.sha256(buffer_text.encode("utf-8", "surrogateescape")).hexdigest()
+            known = blamer.text_sha(rel, head)
+            if known is None:
+                blob = self._pool.submit(blamer.head_blob, rel, head)
+                speculative = self._pool.submit(blamer.origin, rel, line, head)
+                try:
+                    data = blob.result()
+                except GitError:
+                    speculative.cancel()
+                    return None
+                known = blamer.text_sha(rel, head)
+                if blamer.repo.is_binary(data) or (max_bytes is not None and len(data) > max_bytes):
+                    return None
+                if known == digest:
+                    try:
+                        return self._answer(
+                            blamer, repo_id, rel, head, line, line, project, speculative.result()
+                        )
+                    except GitError:
+                        return None
+            if known != digest:
+                opened = self._open_file(path, max_bytes)
+                if opened is None:
+                    return None
+                mapping = self._buffer_to_head(rel, head, opened[4], buffer_text)
+                if mapping is not None:
+                    head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
+        if head_line is None:
+            return None
         try:
             origin = blamer.origin(rel, head_line, head, warm=True)
         except GitError:
             return None
+        return self._answer(blamer, repo_id, rel, head, line, head_line, project, origin)
+
+    def _answer(
+        self,
+        blamer: Blamer,
+        repo_id: RepoId,
+        rel: str,
+        head: CommitSha,
+        line: int,
+        head_line: int,
+        project: ProjectId | None,
+        origin: BlameLine | None,
+    ) -> LookupResult | None:
+        blamer.warm(rel, head)
         if origin is None:
             return None
+        scope = project or self.default_project or project_for(repo_id)
         key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line)
         with self._lock:
             if key in self._hovers:

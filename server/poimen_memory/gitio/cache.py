@@ -11,6 +11,7 @@ used entries go first.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -124,6 +125,19 @@ class BlameCache:
                 " data BLOB NOT NULL, PRIMARY KEY (path, commit_sha, fingerprint))"
             )
             db.execute("CREATE INDEX IF NOT EXISTS blame_used ON blame (used)")
+            # One row a line, so a hover after a restart reads one line, not a whole blame.
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS blame_line (path TEXT NOT NULL, commit_sha TEXT NOT"
+                " NULL, fingerprint TEXT NOT NULL, line INTEGER NOT NULL, origin TEXT NOT NULL,"
+                " orig_path TEXT NOT NULL, orig_line INTEGER NOT NULL,"
+                " PRIMARY KEY (path, commit_sha, fingerprint, line)) WITHOUT ROWID"
+            )
+            # (file, HEAD) -> the last commit that touched it and the hash of its text there.
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS head_file (path TEXT NOT NULL, head TEXT NOT NULL,"
+                " last_commit TEXT NOT NULL, text_sha TEXT NOT NULL, used REAL NOT NULL,"
+                " PRIMARY KEY (path, head)) WITHOUT ROWID"
+            )
             return db
         except (sqlite3.Error, OSError):
             return None  # an unusable cache directory: run with the in-memory layer only
@@ -162,6 +176,62 @@ class BlameCache:
             self._remember(key, blame)
             return blame
 
+    def line(self, key: CacheKey, line: int) -> BlameLine | bool | None:
+        """One line of a cached blame: the BlameLine, None past the end, False on a miss."""
+        with self._lock:
+            hit = self._memory.get(key)
+            if hit is not None:
+                return hit.origin(line)
+            if self._db is None:
+                return False
+            try:
+                row = self._db.execute(
+                    "SELECT origin, orig_path, orig_line FROM blame_line WHERE path = ? AND"
+                    " commit_sha = ? AND fingerprint = ? AND line = ?",
+                    (key.path, key.commit.value, key.fingerprint, line),
+                ).fetchone()
+                if row is not None:
+                    return BlameLine(line, CommitSha(row[0]), row[1], row[2])
+                present = self._db.execute(
+                    "SELECT 1 FROM blame WHERE path = ? AND commit_sha = ? AND fingerprint = ?",
+                    (key.path, key.commit.value, key.fingerprint),
+                ).fetchone()
+            except (sqlite3.Error, ValueError):
+                return False
+            return None if present else False
+
+    def head_file(self, path: str, head: CommitSha) -> tuple[CommitSha, str] | None:
+        """(last commit touching ``path``, sha256 of its text) at ``head``, if remembered."""
+        with self._lock:
+            if self._db is None:
+                return None
+            try:
+                row = self._db.execute(
+                    "SELECT last_commit, text_sha FROM head_file WHERE path = ? AND head = ?",
+                    (path, head.value),
+                ).fetchone()
+                return None if row is None else (CommitSha(row[0]), str(row[1]))
+            except (sqlite3.Error, ValueError):
+                return None
+
+    def put_head_file(self, path: str, head: CommitSha, last: CommitSha, text_sha: str) -> None:
+        """Remember what head_file answers (bounded like the blames)."""
+        with self._lock:
+            if self._db is None:
+                return
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO head_file VALUES (?, ?, ?, ?, ?)",
+                    (path, head.value, last.value, text_sha, time.time()),
+                )
+                self._db.execute(
+                    "DELETE FROM head_file WHERE (path, head) IN (SELECT path, head FROM head_file"
+                    " ORDER BY used DESC LIMIT -1 OFFSET ?)",
+                    (self.max_entries * 4,),
+                )
+            except sqlite3.Error:
+                pass
+
     def put(self, key: CacheKey, blame: Blame) -> None:
         """Store a complete blame under ``key`` (partial blames are never stored)."""
         if not blame.complete:
@@ -172,13 +242,25 @@ class BlameCache:
                 return
             data = encode_blame(blame)
             try:
+                self._db.execute("BEGIN")
                 self._db.execute(
                     "INSERT OR REPLACE INTO blame VALUES (?, ?, ?, ?, ?, ?)",
                     (key.path, key.commit.value, key.fingerprint, time.time(), len(data), data),
                 )
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO blame_line VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (key.path, key.commit.value, key.fingerprint, ln.line, ln.commit.value,
+                         ln.orig_path, ln.orig_line)
+                        for ln in blame.lines
+                    ],
+                )  # fmt: skip
                 self._evict()
+                self._db.execute("COMMIT")
             except sqlite3.Error:
-                pass  # a full disk or a locked file costs a re-blame later, nothing more
+                # A full disk or a locked file costs a re-blame later, nothing more.
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
 
     def _remember(self, key: CacheKey, blame: Blame) -> None:
         self._memory[key] = blame
@@ -199,6 +281,10 @@ class BlameCache:
                 break
             self._db.execute(
                 "DELETE FROM blame WHERE path = ? AND commit_sha = ? AND fingerprint = ?", row[:3]
+            )
+            self._db.execute(
+                "DELETE FROM blame_line WHERE path = ? AND commit_sha = ? AND fingerprint = ?",
+                row[:3],
             )
             count, total = count - 1, total - row[3]
 
