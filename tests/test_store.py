@@ -258,3 +258,17 @@ def test_status_counts(store: Store) -> None:
     status = store.status()
     assert status.schema_version == status.latest_version >= 1
     assert set(status.nodes_by_level) == {"L0", "L1", "L2"}
+
+
+def test_a_row_changed_behind_the_store_is_refused(
+    store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    node = mk(project, Level.L1, "original text")
+    store.insert_batch(Batch(nodes=[node]))
+    with psycopg.connect(store_dsn) as conn:
+        conn.execute(
+            "UPDATE memory_node SET text = 'tampered' WHERE project = %s AND sha256 = %s",
+            (project.value, node.sha256.value),
+        )
+    with pytest.raises(ContentError, match="hashes to .* the row was changed outside"):
+        store.get_nodes(project, [node.sha256])

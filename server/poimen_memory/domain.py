@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 __all__ = [
     "Anchor",
@@ -203,6 +203,16 @@ class Sha256Hash:
 
     def __str__(self) -> str:
         return self.value
+
+
+def _trusted(cls: type[_T], value: str) -> _T:
+    """A newtype around a value that was validated when it was stored (no re-check)."""
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "value", value)
+    return obj
+
+
+_T = TypeVar("_T", ProjectId, QueryId, RunId, Sha256Hash)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,6 +457,43 @@ class MemoryNode:
         object.__setattr__(self, "sha256", self.content_hash())
         if self.sha256 in self.parents:
             raise ContentError(f"parents: a node cannot be its own parent ({self.sha256.value})")
+
+    @classmethod
+    def from_store(
+        cls,
+        level: str,
+        project: str,
+        query_id: str | None,
+        run_id: str,
+        t: int,
+        text: str,
+        created_at: datetime,
+        sha256: str,
+        parents: tuple[str, ...] = (),
+    ) -> MemoryNode:
+        """A node read back from the store, which validated it on the way in: the field checks
+        are skipped, but the content hash is recomputed and must equal the stored one."""
+        node = object.__new__(cls)
+        values = {
+            "level": Level(level),
+            "project": _trusted(ProjectId, project),
+            "query_id": None if query_id is None else _trusted(QueryId, query_id),
+            "run_id": _trusted(RunId, run_id),
+            "t": t,
+            "text": text,
+            "created_at": created_at,
+            "parents": tuple(_trusted(Sha256Hash, p) for p in sorted(set(parents))),
+        }
+        for name, value in values.items():
+            object.__setattr__(node, name, value)
+        actual = node.content_hash()
+        if actual.value != sha256:
+            raise ContentError(
+                f"sha256: stored node {sha256} hashes to {actual.value}; "
+                "the row was changed outside poimen-memory"
+            )
+        object.__setattr__(node, "sha256", actual)
+        return node
 
     def canonical_bytes(self) -> bytes:
         """The canonical encoding of the node's identity (see module docstring)."""

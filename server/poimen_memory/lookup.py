@@ -469,6 +469,10 @@ class Checkouts:
         except GitError as exc:
             raise LookupFailed(str(exc)) from None
         blamer = Blamer(repo, self.cache)
+        try:
+            repo.blame_settings()  # reads blame config now, not on the first hover
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
         with self._lock:
             self._by_root.setdefault(repo.root, (identity, blamer))
             self._by_id.setdefault(identity, blamer)

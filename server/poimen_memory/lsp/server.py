@@ -75,6 +75,7 @@ _MESSAGE_TYPES = {
 class _DocLenses:
     version: int | None
     memories: DocumentMemories | None
+    lenses: list[types.CodeLens] | None = None
 
 
 @dataclass
@@ -200,6 +201,8 @@ class PoimenServer(LanguageServer):
             )
             store = open_store(None, timeout=1.5, statement_timeout_ms=1500, lazy=True)
         self.state.service = LookupService(store, checkouts, self.project())
+        # Connect now, in the background, so the first hover does not pay for it.
+        threading.Thread(target=store.warm_up, name="poimen-connect", daemon=True).start()
         if old is not None:
             threading.Thread(target=old.store.close, daemon=True).start()
         self.start_listener()
@@ -464,6 +467,8 @@ def create_server() -> PoimenServer:
         text, version = ls.document_text(uri)
         cached = ls.state.lenses.get(uri)
         if cached is not None and cached.version == version and version is not None:
+            if cached.lenses is not None:
+                return cached.lenses
             doc = cached.memories
         else:
             try:
@@ -485,7 +490,11 @@ def create_server() -> PoimenServer:
             ls.state.lenses[uri] = _DocLenses(version, doc)
         if doc is None:
             return None
-        return build_lenses(uri, doc, config.code_lens_file_summary)
+        lenses = build_lenses(uri, doc, config.code_lens_file_summary)
+        entry = ls.state.lenses.get(uri)
+        if entry is not None and entry.version == version:
+            entry.lenses = lenses
+        return lenses
 
     @server.feature(types.CODE_LENS_RESOLVE)
     def code_lens_resolve(ls: PoimenServer, lens: types.CodeLens) -> types.CodeLens:

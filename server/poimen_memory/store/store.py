@@ -28,9 +28,7 @@ from poimen_memory.domain import (
     Level,
     MemoryNode,
     ProjectId,
-    QueryId,
     RepoId,
-    RunId,
     Sha256Hash,
     parse_timestamp,
 )
@@ -158,22 +156,17 @@ def _anchor_params(anchor: Anchor) -> dict[str, Any]:
 
 def node_from_row(row: dict[str, Any]) -> MemoryNode:
     """A stored row back into a node; a row whose content no longer matches its sha is refused."""
-    node = MemoryNode(
-        level=Level.parse(row["level"]),
-        project=ProjectId(row["project"]),
-        query_id=None if row["query_id"] is None else QueryId(row["query_id"]),
-        run_id=RunId(row["run_id"]),
-        t=row["t"],
-        text=row["text"],
-        created_at=row["created_at"],
-        parents=tuple(Sha256Hash(p) for p in row["parents"]),
+    return MemoryNode.from_store(
+        row["level"],
+        row["project"],
+        row["query_id"],
+        row["run_id"],
+        row["t"],
+        row["text"],
+        row["created_at"],
+        row["sha256"],
+        tuple(row["parents"]),
     )
-    if node.sha256.value != row["sha256"]:
-        raise ContentError(
-            f"sha256: stored node {row['sha256']} hashes to {node.sha256.value}; "
-            "the row was changed outside poimen-memory"
-        )
-    return node
 
 
 class Store:
@@ -238,6 +231,16 @@ class Store:
             self._last_error = str(exc)
             raise
         self._pool = pool
+
+    def warm_up(self) -> bool:
+        """Open the pool now (a server does this at start, off the request path); False if
+        the store does not answer."""
+        try:
+            with self._conn() as conn:
+                conn.execute("SELECT 1")
+            return True
+        except StoreUnavailable:
+            return False
 
     @property
     def available(self) -> bool:
@@ -493,7 +496,8 @@ class Store:
         statement = sql.SQL(query("evidence")).format(chosen=sql.SQL(query(chosen)))
         with self._conn() as conn:
             rows = conn.execute(statement, {"max_anchors": MAX_ANCHORS, **params}).fetchall()
-        return [_evidence_from_row(row) for row in rows]
+        seen: dict[str, MemoryNode] = {}
+        return [_evidence_from_row(row, seen) for row in rows]
 
     def evidence_at_line(
         self, project: ProjectId, repo: RepoId, commit: CommitSha, file: str, line: int
@@ -663,21 +667,25 @@ class Store:
         )
 
 
-def _evidence_from_row(row: dict[str, Any]) -> Evidence:
+def _evidence_from_row(row: dict[str, Any], seen: dict[str, MemoryNode]) -> Evidence:
     project = ProjectId(row["project"])
     repo = RepoId(row["repo"])
     commit = CommitSha(row["commit_sha"])
-    node = node_from_row({**row, "parents": ()})
+    node = seen.get(row["sha256"])
+    if node is None:
+        node = seen[row["sha256"]] = node_from_row({**row, "parents": ()})
     ancestors = []
     for a in row["ancestors"]:
-        ancestor = node_from_row(
-            {
-                **a,
-                "project": row["project"],
-                "parents": (),
-                "created_at": parse_timestamp("created_at", a["created_at"]),
-            }
-        )
+        ancestor = seen.get(a["sha256"])
+        if ancestor is None:
+            ancestor = seen[a["sha256"]] = node_from_row(
+                {
+                    **a,
+                    "project": row["project"],
+                    "parents": (),
+                    "created_at": parse_timestamp("created_at", a["created_at"]),
+                }
+            )
         ancestors.append((ancestor, int(a["depth"])))
     return Evidence(
         anchor=Anchor(
