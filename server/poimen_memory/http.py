@@ -280,7 +280,12 @@ def openapi_spec() -> dict[str, Any]:
                 "ByCommit": {
                     "type": "object",
                     "required": ["commit_sha"],
-                    "properties": {"commit_sha": commit, "project": project, "repo": repo},
+                    "properties": {
+                        "commit_sha": commit,
+                        "project": project,
+                        "repo": repo,
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 10000},
+                    },
                 },
                 "ByAuthor": {
                     "type": "object",
@@ -289,6 +294,7 @@ def openapi_spec() -> dict[str, Any]:
                         "author": {"type": "string", "minLength": 1, "maxLength": 320},
                         "project": project,
                         "repo": repo,
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 10000},
                     },
                 },
                 "Node": node,

@@ -154,6 +154,21 @@ def _commit_prefix(key: str, value: object) -> str:
     return value.lower()
 
 
+DEFAULT_ANCHOR_LIMIT = 500
+MAX_ANCHOR_LIMIT = 10_000
+
+
+def _limit(obj: Mapping[str, Any], default: int, maximum: int) -> int:
+    limit = obj.get("limit", default)
+    if isinstance(limit, str) and limit.isdigit():
+        limit = int(limit)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
+        raise LookupInputError(
+            "limit", f"expected an integer from 1 to {maximum}, got {_show(limit)}"
+        )
+    return limit
+
+
 @dataclass(frozen=True, slots=True)
 class ByGitRequest:
     """Memories at a code location: ``file`` lines ``line_start..line_end`` (0..0: all)."""
@@ -207,10 +222,11 @@ class ByCommitRequest:
     project: ProjectId
     commit_sha: str
     repo: RepoId | None = None
+    limit: int = DEFAULT_ANCHOR_LIMIT
 
     @classmethod
     def from_json(cls, value: object, default_project: ProjectId | None = None) -> ByCommitRequest:
-        """Parse ``{"commit_sha", "project", "repo"}``."""
+        """Parse ``{"commit_sha", "project", "repo", "limit"}``."""
         obj = _obj(value)
         if "commit_sha" not in obj:
             raise LookupInputError("commit_sha", "required")
@@ -218,6 +234,7 @@ class ByCommitRequest:
             project=_project(obj, default_project),
             commit_sha=_commit_prefix("commit_sha", obj["commit_sha"]),
             repo=_repo(obj),
+            limit=_limit(obj, DEFAULT_ANCHOR_LIMIT, MAX_ANCHOR_LIMIT),
         )
 
 
@@ -228,15 +245,21 @@ class ByAuthorRequest:
     project: ProjectId
     author: str
     repo: RepoId | None = None
+    limit: int = DEFAULT_ANCHOR_LIMIT
 
     @classmethod
     def from_json(cls, value: object, default_project: ProjectId | None = None) -> ByAuthorRequest:
-        """Parse ``{"author", "project", "repo"}``."""
+        """Parse ``{"author", "project", "repo", "limit"}``."""
         obj = _obj(value)
         author = _opt_str(obj, "author", 320)
         if author is None:
             raise LookupInputError("author", "required")
-        return cls(project=_project(obj, default_project), author=author.strip(), repo=_repo(obj))
+        return cls(
+            project=_project(obj, default_project),
+            author=author.strip(),
+            repo=_repo(obj),
+            limit=_limit(obj, DEFAULT_ANCHOR_LIMIT, MAX_ANCHOR_LIMIT),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -820,7 +843,8 @@ class LookupService:
         commit = self._resolve_commit(req.project, req.repo, req.commit_sha)
         if commit is None:
             return LookupResult(req.repo, ())
-        return assemble(req.repo, self.store.evidence_for_commits(req.project, req.repo, [commit]))
+        rows = self.store.evidence_for_commits(req.project, req.repo, [commit], req.limit)
+        return assemble(req.repo, rows)
 
     def by_author(self, req: ByAuthorRequest) -> LookupResult:
         """L0 evidence from the author's commits, plus the nodes above it."""
@@ -831,7 +855,8 @@ class LookupService:
                 authors |= blamer.repo.mailmap(req.author)
             except (LookupInputError, GitError):
                 pass  # no checkout to ask: match what was stored (already mailmap-normalized)
-        return assemble(req.repo, self.store.evidence_for_author(req.project, req.repo, authors))
+        rows = self.store.evidence_for_author(req.project, req.repo, authors, req.limit)
+        return assemble(req.repo, rows)
 
     def query(self, req: QueryRequest) -> LookupResult:
         """Full-text search, best first; with ``git_repo`` each result is cited by its evidence

@@ -53,7 +53,7 @@ class _Bad(Exception):
 
 
 def _line_count(data: bytes) -> int:
-    return len(data.splitlines())
+    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
 
 
 def _runs(origins: Sequence[BlameLine]) -> list[tuple[CommitSha, str, int, int]]:
@@ -120,6 +120,8 @@ def enrich(
             out.reject(d, f"anchors: {exc}")
         return out
 
+    # Many anchors share a blob: count each one's lines once.
+    counts = {spec: _line_count(data) for spec, data in blobs.items() if data is not None}
     blames: dict[str, Blame | GitError] = {}
 
     def blame_at_head(file: str) -> Blame:
@@ -138,7 +140,7 @@ def enrich(
         try:
             for r in d.anchors:
                 pending[d.local_id].extend(
-                    _resolve(r, repo, head, resolved, blobs, blame_at_head, out)
+                    _resolve(r, repo, head, resolved, blobs, counts, blame_at_head, out)
                 )
         except _Bad as exc:
             out.reject(d, f"anchors: {exc}")
@@ -180,6 +182,7 @@ def _resolve(
     head: CommitSha,
     resolved: dict[str, CommitSha | None],
     blobs: dict[tuple[CommitSha, str], bytes | None],
+    counts: dict[tuple[CommitSha, str], int],
     blame_of: Callable[[str], Blame],
     out: Enriched,
 ) -> list[tuple[CommitSha, str, int, int]]:
@@ -194,7 +197,7 @@ def _resolve(
             raise _Bad(f"{request.file} is not in commit {sha.short()}")
         if isinstance(request, WholeFile):
             return [(sha, request.file, 0, 0)]
-        count = _line_count(data)
+        count = counts[(sha, request.file)]
         if request.end > count:
             raise _Bad(
                 f"lines {request.start}-{request.end}: {request.file} has {count} lines "

@@ -492,10 +492,12 @@ class Store:
 
     # -- lookups ----------------------------------------------------------------------------
 
-    def _evidence(self, chosen: str, params: dict[str, Any]) -> list[Evidence]:
+    def _evidence(
+        self, chosen: str, params: dict[str, Any], limit: int = MAX_ANCHORS
+    ) -> list[Evidence]:
         statement = sql.SQL(query("evidence")).format(chosen=sql.SQL(query(chosen)))
         with self._conn() as conn:
-            rows = conn.execute(statement, {"max_anchors": MAX_ANCHORS, **params}).fetchall()
+            rows = conn.execute(statement, {**params, "max_anchors": limit}).fetchall()
         seen: dict[str, MemoryNode] = {}
         return [_evidence_from_row(row, seen) for row in rows]
 
@@ -564,7 +566,11 @@ class Store:
         return out
 
     def evidence_for_commits(
-        self, project: ProjectId, repo: RepoId | None, commits: Iterable[CommitSha]
+        self,
+        project: ProjectId,
+        repo: RepoId | None,
+        commits: Iterable[CommitSha],
+        limit: int = MAX_ANCHORS,
     ) -> list[Evidence]:
         """Every anchor at any of ``commits`` (in ``repo``, or in any repository)."""
         return self._evidence(
@@ -574,10 +580,15 @@ class Store:
                 "repo": None if repo is None else repo.value,
                 "commits": [c.value for c in commits],
             },
+            limit,
         )
 
     def evidence_for_author(
-        self, project: ProjectId, repo: RepoId | None, authors: Iterable[str]
+        self,
+        project: ProjectId,
+        repo: RepoId | None,
+        authors: Iterable[str],
+        limit: int = MAX_ANCHORS,
     ) -> list[Evidence]:
         """Anchors at commits whose author email or name is one of ``authors`` (any case)."""
         return self._evidence(
@@ -587,6 +598,7 @@ class Store:
                 "repo": None if repo is None else repo.value,
                 "authors": sorted({a.lower() for a in authors}),
             },
+            limit,
         )
 
     def evidence_for_nodes(
