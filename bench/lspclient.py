@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ class LspClient:
     """Starts a server process and speaks JSON-RPC to it."""
 
     def __init__(self, cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
         self._log = log.open("ab")
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=cwd
@@ -55,24 +57,42 @@ class LspClient:
             if "id" in message and "method" in message:  # a request from the server
                 self._write({"jsonrpc": "2.0", "id": message["id"], "result": None})
             elif "id" in message:
-                waiter = self._pending.pop(message["id"], None)
+                waiter = self._pending.get(message["id"])
                 if waiter is not None:
                     waiter[1].append(message)
                     waiter[0].set()
             else:
                 self.notifications.append((message.get("method", ""), message.get("params")))
 
-    def request(self, method: str, params: Any, timeout: float = 120.0) -> Any:
+    def send(self, method: str, params: Any) -> int:
+        """Send a request without waiting; returns its id (for wait() or cancel())."""
         with self._lock:
             self._next += 1
             ident = self._next
-        event: threading.Event = threading.Event()
-        box: list[Any] = []
-        self._pending[ident] = (event, box)
+        self._pending[ident] = (threading.Event(), [])
         self._write({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+        return ident
+
+    def wait(self, ident: int, timeout: float = 120.0) -> dict[str, Any]:
+        """The raw reply to a sent request (``result`` or ``error``)."""
+        event, box = self._pending[ident]
         if not event.wait(timeout):
-            raise LspError(f"{method}: no answer in {timeout}s")
-        reply = box[0]
+            raise LspError(f"request {ident}: no answer in {timeout}s")
+        reply: dict[str, Any] = box[0]
+        return reply
+
+    def cancel(self, ident: int) -> None:
+        self.notify("$/cancelRequest", {"id": ident})
+
+    def write_raw(self, data: bytes) -> None:
+        """Bytes straight onto the server's stdin (malformed frames)."""
+        assert self.proc.stdin is not None
+        with self._lock:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+
+    def request(self, method: str, params: Any, timeout: float = 120.0) -> Any:
+        reply = self.wait(self.send(method, params), timeout)
         if "error" in reply:
             raise LspError(f"{method}: {reply['error']}")
         return reply.get("result")
@@ -85,7 +105,9 @@ class LspClient:
     def notify(self, method: str, params: Any) -> None:
         self._write({"jsonrpc": "2.0", "method": method, "params": params})
 
-    def initialize(self, root: Path, options: dict[str, Any]) -> None:
+    def initialize(
+        self, root: Path, options: dict[str, Any], folders: list[Path] | None = None
+    ) -> None:
         capabilities = {
             "textDocument": {"hover": {"contentFormat": ["markdown", "plaintext"]}, "codeLens": {}},
             "workspace": {"codeLens": {"refreshSupport": True}},
@@ -96,7 +118,9 @@ class LspClient:
             {
                 "processId": os.getpid(),
                 "rootUri": root.as_uri(),
-                "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
+                "workspaceFolders": [
+                    {"uri": f.as_uri(), "name": f.name} for f in (folders or [root])
+                ],
                 "capabilities": capabilities,
                 "initializationOptions": options,
             },
@@ -126,6 +150,11 @@ class LspClient:
         except (LspError, OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait()
+        self._reader.join(5)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
         self._log.close()
 
     def rss_bytes(self) -> int:

@@ -270,5 +270,5 @@ def test_a_row_changed_behind_the_store_is_refused(
             "UPDATE memory_node SET text = 'tampered' WHERE project = %s AND sha256 = %s",
             (project.value, node.sha256.value),
         )
-    with pytest.raises(ContentError, match="hashes to .* the row was changed outside"):
+    with pytest.raises(ContentError, match=r"hashes to .* the row was changed outside"):
         store.get_nodes(project, [node.sha256])

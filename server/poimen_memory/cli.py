@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import psycopg
+
 from poimen_memory import __version__
 from poimen_memory.domain import ContentError, ProjectId
 from poimen_memory.ingest import (
@@ -82,6 +84,22 @@ def cmd_db_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_db_grant_readonly(args: argparse.Namespace) -> int:
+    """Print (or apply) the GRANTs for a read-only role."""
+    from poimen_memory.store.access import grant_readonly, readonly_grants
+
+    target = _store_dsn(args)
+    with connect(target.dsn) as conn:
+        statements = (
+            grant_readonly(conn, args.role) if args.apply else readonly_grants(conn, args.role)
+        )
+    for statement in statements:
+        print(f"{statement};")
+    if args.apply:
+        print(f"-- applied for role {args.role}", file=sys.stderr)
+    return 0
+
+
 def cmd_db_status(args: argparse.Namespace) -> int:
     """Schema version and row counts."""
     target = _store_dsn(args)
@@ -146,6 +164,9 @@ def _print_summary(summary: IngestSummary, project: ProjectId) -> None:
             f"{summary.unanchored_edits}"
         )
     print(f"  skipped  {len(summary.skipped)}")
+    if summary.redacted:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(summary.redacted.items()))
+        print(f"  secrets redacted: {kinds}")
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -153,6 +174,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     project = _project(args)
     if args.budget < 1:
         raise UsageError(f"--budget: expected a positive number of tokens, got {args.budget}")
+    if args.batch_nodes < 1:
+        raise UsageError(f"--batch-nodes: expected a positive number, got {args.batch_nodes}")
     options = IngestOptions(
         project=project,
         repo_dir=Path(args.repo),
@@ -160,6 +183,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         format=Format(args.format),
         skip_bad=args.skip_bad,
         budget=args.budget,
+        batch_nodes=args.batch_nodes,
+        redact=not args.no_redact,
     )
     target = _store_dsn(args)
     with Store(target.dsn, max_size=1) as store, _progress(args) as on_progress:
@@ -405,6 +430,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--skip-bad", action="store_true", help="write good records, list bad ones")
     p.add_argument("--budget", type=int, default=2048, help="tokens per L0 chunk (default 2048)")
+    p.add_argument(
+        "--batch-nodes", type=int, default=5000, help="nodes per transaction (default 5000)"
+    )
+    p.add_argument(
+        "--no-redact", action="store_true", help="keep secrets in the text (default: redact)"
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_ingest)
     p = _lookup_parser(commands, "by-git", "memories at FILE:LINE, through blame", cmd_by_git)
@@ -439,6 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="default project for requests that name none")
     p.add_argument("--token", help="bearer token required on every request")
     p.set_defaults(func=cmd_http)
+    p = db_commands.add_parser(
+        "grant-readonly", help="print (or --apply) the GRANTs for a read-only lookup role"
+    )
+    p.add_argument("role", metavar="ROLE", help="an existing Postgres role")
+    p.add_argument("--apply", action="store_true", help="run the GRANTs instead of printing")
+    p.set_defaults(func=cmd_db_grant_readonly)
     p = db_commands.add_parser("status", help="schema version and row counts")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_db_status)
@@ -460,6 +497,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except (ContentError, ConfigError, IngestError) as exc:
         print(f"mem: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except psycopg.errors.InsufficientPrivilege as exc:
+        print(f"mem: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except psycopg.errors.UndefinedObject as exc:
+        print(f"mem: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (StoreUnavailable, MigrationError, LookupFailed) as exc:
         print(f"mem: error: {exc}", file=sys.stderr)

@@ -135,6 +135,7 @@ def _check_ident(kind: str, value: object, max_len: int) -> str:
         raise ContentError(f"{kind}: must not be empty or whitespace, got {_show(value)}")
     if len(value) > max_len:
         raise ContentError(f"{kind}: longer than {max_len} characters: {_show(value)}")
+    _check_unicode(kind, value)
     if not _IDENT_RE.fullmatch(value):
         raise ContentError(
             f"{kind}: {_show(value)} has characters outside [A-Za-z0-9._:@/+=-] "
@@ -281,7 +282,15 @@ def _check_text(name: str, value: object) -> str:
     if "\x00" in value:
         # Postgres text cannot hold NUL; refusing here keeps a batch from failing half-way.
         raise ContentError(f"{name}: contains a NUL character")
+    _check_unicode(name, value)
     return value
+
+
+def _check_unicode(name: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ContentError(f"{name}: not valid Unicode text (lone surrogate)") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,9 +141,19 @@ def _schema_ref(name: str) -> dict[str, str]:
 
 def openapi_spec() -> dict[str, Any]:
     """The OpenAPI 3.1 description of every route."""
-    project = {"type": "string", "description": "project scope (default: the server's)"}
-    repo = {"type": "string", "description": "repository identity, e.g. github.com/org/x"}
-    commit = {"type": "string", "pattern": "^[0-9a-fA-F]{4,64}$"}
+    project = {
+        "type": ["string", "null"],
+        "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127}$",
+        "description": "project scope (default: the server's)",
+    }
+    repo = {
+        "type": ["string", "null"],
+        "minLength": 1,
+        "maxLength": 512,
+        "pattern": "^[A-Za-z0-9]",
+        "description": "repository identity or remote URL, e.g. github.com/org/x",
+    }
+    commit = {"type": ["string", "null"], "pattern": "^[0-9a-fA-F]{4,64}$"}
     responses = {
         "200": {
             "description": "the memories found",
@@ -262,6 +272,7 @@ def openapi_spec() -> dict[str, Any]:
                 "ByGit": {
                     "type": "object",
                     "required": ["file"],
+                    "not": {"required": ["line", "lines"]},
                     "properties": {
                         "file": {"type": "string", "minLength": 1},
                         "line": {"type": "integer", "minimum": 0},

@@ -115,6 +115,10 @@ def _opt_str(obj: Mapping[str, Any], key: str, limit: int = 512) -> str | None:
         raise LookupInputError(key, f"longer than {limit} characters")
     if "\x00" in value:
         raise LookupInputError(key, "contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LookupInputError(key, "not valid Unicode text (lone surrogate)") from None
     return value
 
 

@@ -276,12 +276,24 @@ class GitRepo:
         if not wanted:
             return {}
         request = bytearray()
+        out: dict[tuple[CommitSha, str], bytes | None] = {}
+        safe = []
         for sha, path in wanted:
-            check_not_option("file", path)
-            request += f"{sha.value}:{path}\n".encode("utf-8", "surrogateescape")
+            # Read from stdin, so no path can act as an option; a newline would split a line.
+            try:
+                line = f"{sha.value}:{path}\n".encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                line = b""
+            if not line or "\n" in path:
+                out[(sha, path)] = None
+                continue
+            safe.append((sha, path))
+            request += line
+        wanted = safe
+        if not wanted:
+            return out
         done = self.runner.run(self.root, ["cat-file", "--batch"], stdin=bytes(request))
         data, pos = done.stdout, 0
-        out: dict[tuple[CommitSha, str], bytes | None] = {}
         for spec in wanted:
             end = data.find(b"\n", pos)
             if end < 0:

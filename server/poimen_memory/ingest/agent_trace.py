@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,8 @@ def _records(path: Path) -> list[tuple[int, object]]:
     return [(1, whole)]
 
 
-def parse_agent_trace(path: Path, project: ProjectId) -> Parsed:
-    """Parse Agent Trace records into anchored L0 drafts."""
+def parse_agent_trace(path: Path, project: ProjectId, redact: Callable[[str], str] = str) -> Parsed:
+    """Parse Agent Trace records into anchored L0 drafts (``redact`` applied to their text)."""
     parsed = Parsed()
     for index, (number, record) in enumerate(_records(path)):
         source = SourceRef(str(path), number)
@@ -55,7 +55,7 @@ def parse_agent_trace(path: Path, project: ProjectId) -> Parsed:
             parsed.bad.append(record)
             continue
         try:
-            _record(record, project, source, index, parsed)
+            _record(record, project, source, index, parsed, redact)
         except ContentError as exc:
             parsed.bad.append(BadRecord(source, str(exc)))
     return parsed
@@ -69,7 +69,12 @@ def _get(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
 
 
 def _record(
-    record: object, project: ProjectId, source: SourceRef, index: int, parsed: Parsed
+    record: object,
+    project: ProjectId,
+    source: SourceRef,
+    index: int,
+    parsed: Parsed,
+    redact: Callable[[str], str],
 ) -> None:
     if not isinstance(record, Mapping):
         raise ContentError(f"expected an Agent Trace record object, got {type(record).__name__}")
@@ -127,7 +132,7 @@ def _record(
             )
             seed = url or record_id
             query = QueryId("conv-" + hashlib.sha256(seed.encode()).hexdigest()[:16])
-            node = MemoryNode(Level.L0, project, query, run_id, 0, text, created)
+            node = MemoryNode(Level.L0, project, query, run_id, 0, redact(text), created)
             drafts.append(
                 Draft(
                     f"trace-{index}-{f_i}-{c_i}",

@@ -14,7 +14,7 @@ entries) that is skipped. A user prompt starts a query (``query_id`` = the promp
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -161,8 +161,10 @@ def parse_claude_code(
     project: ProjectId,
     repo_root: Path,
     budget: int = DEFAULT_TOKEN_BUDGET,
+    redact: Callable[[str], str] = str,
 ) -> Parsed:
-    """Parse one session transcript into L0 chunk drafts and L1 reply drafts."""
+    """Parse one session transcript into L0 chunk drafts and L1 reply drafts. ``redact``
+    rewrites record text (secrets out) before hashing; edits are located with their real text."""
     parsed = Parsed()
     queries: list[_Query] = []
     run_id: RunId | None = None
@@ -193,7 +195,7 @@ def parse_claude_code(
                 # offset: line of the transcript, then block within the line
                 prov = Provenance(source_id, number * 1000 + offset)
                 if kind == "text" and str(block.get("text", "")).strip():
-                    text = str(block["text"])
+                    text = redact(str(block["text"]))
                     role = Role.USER if entry["type"] == "user" else Role.ASSISTANT
                     query.records.append(Record(role, text, at, prov))
                     if role is Role.ASSISTANT and not entry.get("isSidechain"):
@@ -209,7 +211,10 @@ def parse_claude_code(
                     shown = rel or str(raw_path or "")
                     query.records.append(
                         Record(
-                            Role.ASSISTANT, _tool_use_record_text(name, tool_input, shown), at, prov
+                            Role.ASSISTANT,
+                            redact(_tool_use_record_text(name, tool_input, shown)),
+                            at,
+                            prov,
                         )
                     )
                     if rel is not None:
@@ -217,7 +222,7 @@ def parse_claude_code(
                             _edits_of(name, tool_input, rel, at)
                         )
                 elif kind == "tool_result":
-                    text = _tool_result_text(block)
+                    text = redact(_tool_result_text(block))
                     if text.strip():
                         query.records.append(Record(Role.TOOL_RESULT, text, at, prov))
         except ContentError as exc:

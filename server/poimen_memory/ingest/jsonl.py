@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,8 +76,14 @@ def iter_json_lines(path: Path) -> Iterable[tuple[int, object | BadRecord]]:
                 yield number, BadRecord(source, f"not valid JSON: {exc.msg} at column {exc.colno}")
 
 
-def parse_jsonl(path: Path, project: ProjectId, now: datetime | None = None) -> Parsed:
-    """Parse a generic JSONL file into drafts and edges; bad lines are collected, not raised."""
+def parse_jsonl(
+    path: Path,
+    project: ProjectId,
+    now: datetime | None = None,
+    redact: Callable[[str], str] = str,
+) -> Parsed:
+    """Parse a generic JSONL file into drafts and edges; bad lines are collected, not raised.
+    ``redact`` rewrites node text (secrets out) before it is hashed."""
     parsed = Parsed()
     run_id = default_run_id(path)
     created_default = now or datetime.now(UTC)
@@ -92,7 +98,7 @@ def parse_jsonl(path: Path, project: ProjectId, now: datetime | None = None) -> 
                 raise ContentError(f"expected a JSON object, got {type(obj).__name__}")
             kind = obj.get("type")
             if kind == "node":
-                draft = _node(obj, project, run_id, created_default, source)
+                draft = _node(obj, project, run_id, created_default, source, redact)
                 if draft.local_id in seen_ids:
                     first = seen_ids[draft.local_id].line
                     raise ContentError(f"id: {draft.local_id!r} already used at line {first}")
@@ -121,6 +127,7 @@ def _node(
     run_id: RunId,
     created_default: datetime,
     source: SourceRef,
+    redact: Callable[[str], str],
 ) -> Draft:
     unknown = sorted(set(obj) - _NODE_KEYS)
     if unknown:
@@ -140,7 +147,7 @@ def _node(
         query_id=None if query is None else QueryId(query),
         run_id=RunId(obj["run_id"]) if "run_id" in obj else run_id,
         t=obj.get("t", 0),
-        text=obj["text"],
+        text=redact(obj["text"]) if isinstance(obj["text"], str) else obj["text"],
         created_at=(
             parse_timestamp("created_at", obj["created_at"])
             if "created_at" in obj

@@ -33,6 +33,7 @@ from poimen_memory.ingest.claude_code import looks_like_claude_code, parse_claud
 from poimen_memory.ingest.enrich import enrich
 from poimen_memory.ingest.jsonl import iter_json_lines, parse_jsonl
 from poimen_memory.ingest.model import BadRecord, Draft, IngestError, Parsed, SourceRef
+from poimen_memory.ingest.redact import Redactor
 from poimen_memory.store import NOTIFY_CHANNEL, Batch, InsertCounts, Store
 
 __all__ = [
@@ -78,6 +79,7 @@ class IngestOptions:
     budget: int = DEFAULT_TOKEN_BUDGET
     batch_nodes: int = 5000
     cache_path: Path | None = None
+    redact: bool = True
 
 
 @dataclass(slots=True)
@@ -93,6 +95,7 @@ class IngestSummary:
     written: InsertCounts = field(default_factory=InsertCounts)
     skipped: list[BadRecord] = field(default_factory=list)
     batches: int = 0
+    redacted: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         """The summary as printed by ``mem ingest --json``."""
@@ -111,6 +114,7 @@ class IngestSummary:
             },
             "skipped": [str(b) for b in self.skipped],
             "batches": self.batches,
+            "redacted": self.redacted,
         }
 
 
@@ -158,14 +162,14 @@ def detect_format(path: Path) -> Format:
     )
 
 
-def _parse(path: Path, options: IngestOptions, repo_root: Path) -> Parsed:
+def _parse(path: Path, options: IngestOptions, repo_root: Path, redactor: Redactor) -> Parsed:
     fmt = detect_format(path) if options.format is Format.AUTO else options.format
     if fmt is Format.JSONL:
-        return parse_jsonl(path, options.project)
+        return parse_jsonl(path, options.project, redact=redactor)
     if fmt is Format.CLAUDE_CODE:
-        return parse_claude_code(path, options.project, repo_root, options.budget)
+        return parse_claude_code(path, options.project, repo_root, options.budget, redactor)
     if fmt is Format.AGENT_TRACE:
-        return parse_agent_trace(path, options.project)
+        return parse_agent_trace(path, options.project, redactor)
     raise IngestError(f"--format: unsupported {fmt.value!r}")
 
 
@@ -193,6 +197,7 @@ def ingest(
     files = expand_paths(paths)
     summary = IngestSummary(repo=repo_id, files=len(files))
     blamer = Blamer(repo, BlameCache(options.cache_path or default_cache_path()))
+    redactor = Redactor(enabled=options.redact)
     bad: list[BadRecord] = []
     per_file: list[
         tuple[list[Draft], list[tuple[str, str, SourceRef]], dict[str, list[Anchor]]]
@@ -202,7 +207,7 @@ def ingest(
         if on_progress:
             on_progress(f"reading {path.name}", index, len(files))
         try:
-            parsed = _parse(path, options, repo.root)
+            parsed = _parse(path, options, repo.root, redactor)
         except OSError as exc:
             raise IngestError(f"PATH: cannot read {path}: {exc.strerror}") from None
         bad.extend(parsed.bad)
@@ -219,6 +224,7 @@ def ingest(
     if bad and not options.skip_bad:
         raise IngestRejected(bad)
     summary.skipped = bad
+    summary.redacted = dict(redactor.counts)
     for node in plan.nodes.values():
         summary.nodes_by_level[node.level.value] += 1
     summary.edges = len(plan.edges)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -147,7 +147,8 @@ class PoimenServer(LanguageServer):
             self.window_show_message(
                 types.ShowMessageParams(
                     types.MessageType.Warning,
-                    f"{UNREACHABLE}: {exc}. Hover and lenses come back when it answers.",
+                    f"{UNREACHABLE}: {str(exc).rstrip('.')}. "
+                    "Hover and lenses come back by themselves when it answers.",
                 )
             )
 
@@ -565,6 +566,12 @@ def create_server() -> PoimenServer:
             raise JsonRpcInternalError(message=f"{UNREACHABLE}: {exc}") from None
         except LookupFailed as exc:
             raise JsonRpcInvalidParams(message=str(exc), data={"field": "repo"}) from None
+        except JsonRpcException:
+            raise
+        except Exception as exc:
+            # A bug, not the caller's fault: logged with its stack, answered without it.
+            log.exception("command failed")
+            raise JsonRpcInternalError(message=f"internal error: {type(exc).__name__}") from None
         ls.store_ok()
         return result.to_json()
 
@@ -614,6 +621,9 @@ def create_server() -> PoimenServer:
             and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in lines)
         ):
             raise _invalid(LookupInputError("lines", f"expected [start, end] >= 1, got {lines!r}"))
+
+        if "uri" not in body:
+            raise _invalid(LookupInputError("uri", "required: the document to show memories of"))
 
         def run() -> LookupResult:
             located = with_location(ls, body)
