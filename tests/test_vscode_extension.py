@@ -365,7 +365,9 @@ async def test_extension_logic_drives_the_real_server(build: Build, world: World
             markdown = logic({"op": "render", "heading": prompt["heading"], "result": answer})[
                 "markdown"
             ]
-            assert "Raised BODY_BUFFER from 8MB to 16MB" in markdown, (name, markdown)
+            # The brief as a heading (Markdown-escaped), then the rest of the text.
+            assert "### Raised BODY\\_BUFFER from 8MB to 16MB" in markdown, (name, markdown)
+            assert "\nUploads of 16MB now pass; larger ones get a 413.\n" in markdown, markdown
             if name != "query":
                 assert (
                     f'src/kong/buffer.rs:42 (commit {sha[:7]}) "Increase buffer" — Alice Smith'

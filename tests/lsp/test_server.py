@@ -73,7 +73,13 @@ async def test_hover_on_a_line_without_memories_is_null(
 
 async def test_unsaved_edits_map_in_process(client: LanguageClient, world: World) -> None:
     uri = open_doc(client, world, BUFFER)
-    assert await hover(client, uri, 42) is not None  # warm: blame cached, HEAD text read
+    assert await hover(client, uri, 42) is not None  # warm: HEAD text read, line blamed
+    # The first hover also starts the whole-file blame in the background: let it finish.
+    settled, stable_since = len(world.git_calls()), time.monotonic()
+    while time.monotonic() - stable_since < 1.0:
+        await asyncio.sleep(0.1)
+        if len(world.git_calls()) != settled:
+            settled, stable_since = len(world.git_calls()), time.monotonic()
     before = len(world.git_calls())
     for version in range(2, 12):
         client.text_document_did_change(
