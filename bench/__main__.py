@@ -165,7 +165,18 @@ class Bench:
             t, result = client.hover(uri, line)
             assert result is not None, "the cold hover found no memory"
             cold.append(t)
-            time.sleep(2.0)  # let the background whole-file blame land in the cache
+            # Let the background whole-file blame land in the persistent cache.
+            import sqlite3
+
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    with sqlite3.connect(cache / "blame.sqlite3") as db:
+                        if db.execute("SELECT count(*) FROM blame").fetchone()[0]:
+                            break
+                except sqlite3.Error:
+                    pass
+                time.sleep(0.2)
             client.close()
             again = self.server(cache)
             uri = again.open(big, text)

@@ -271,11 +271,14 @@ def load_store(dsn: str, records: list[CommitRecord], size: Size, seed: int = 11
             edge_rows.append((PROJECT, sha, parent))
             # Evidence sits on lines its commit changed: sub-ranges of the commit's hunks.
             rec = records[rng.randrange(1, len(records))]
-            for _ in range(size.anchors_per_l0):
+            mine: set[tuple[str, int, int]] = set()
+            while len(mine) < size.anchors_per_l0:  # distinct, so every anchor is a row
                 path, first, last = rng.choice(runs_of[rec.sha])
                 start = rng.randrange(first, last + 1)
                 end = min(last, start + rng.randrange(0, 4))
-                anchor_rows.append((PROJECT, sha, REPO_ID, rec.sha, path, start, end))
+                if (path, start, end) not in mine:
+                    mine.add((path, start, end))
+                    anchor_rows.append((PROJECT, sha, REPO_ID, rec.sha, path, start, end))
         with cur.copy(
             "COPY memory_node (project, sha256, level, query_id, run_id, t, text, created_at)"
             " FROM STDIN"

@@ -584,6 +584,7 @@ class LookupService:
         ] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
+        self._digests: OrderedDict[tuple[str, int, int], str] = OrderedDict()
 
     # -- editor lookups ---------------------------------------------------------------------
 
@@ -639,7 +640,7 @@ class LookupService:
             return None
         head_line: int | None = line
         if buffer_text is not None:
-            digest = hashlib.sha256(buffer_text.encode("utf-8", "surrogateescape")).hexdigest()
+            digest = self._digest(rel, buffer_text)
             known = blamer.text_sha(rel, head)
             if known is None:
                 blob = self._pool.submit(blamer.head_blob, rel, head)
@@ -673,6 +674,20 @@ class LookupService:
         except GitError:
             return None
         return self._answer(blamer, repo_id, rel, head, line, head_line, project, origin)
+
+    def _digest(self, rel: str, text: str) -> str:
+        """sha256 of a buffer's text, remembered per text (str hashes are cached on the
+        object, so a warm hover does not rehash a large buffer)."""
+        key = (rel, len(text), hash(text))
+        with self._lock:
+            found = self._digests.get(key)
+        if found is None:
+            found = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+            with self._lock:
+                self._digests[key] = found
+                while len(self._digests) > 64:
+                    self._digests.popitem(last=False)
+        return found
 
     def _answer(
         self,

@@ -94,14 +94,24 @@ class GitRunner:
         return done
 
     @contextmanager
-    def stream(self, cwd: Path, args: Sequence[str]) -> Iterator[subprocess.Popen[bytes]]:
+    def stream_with_input(
+        self, cwd: Path, args: Sequence[str]
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """Like stream(), with stdin open for the caller to feed (from another thread)."""
+        with self.stream(cwd, args, stdin=subprocess.PIPE) as proc:
+            yield proc
+
+    @contextmanager
+    def stream(
+        self, cwd: Path, args: Sequence[str], stdin: int = subprocess.DEVNULL
+    ) -> Iterator[subprocess.Popen[bytes]]:
         """A running git whose stdout is read as it is produced; killed if the reader stops."""
         self._count()
         try:
             proc = subprocess.Popen(
                 self._argv(args),
                 cwd=cwd,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._env(),
@@ -122,6 +132,7 @@ class GitRunner:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+            _close(proc.stdin)
             _close(proc.stdout)
             _close(proc.stderr)
 

@@ -103,25 +103,25 @@ def enrich(
             out.reject(d, f"anchors: {exc}")
         return out
 
-    # 2. blobs: files at the named commits, and at HEAD for edits to locate.
-    blob_specs: set[tuple[CommitSha, str]] = set()
+    # 2. files: line counts at the named commits (streamed), texts at HEAD for edits.
+    count_specs: set[tuple[CommitSha, str]] = set()
+    head_specs: set[tuple[CommitSha, str]] = set()
     for d in wanted:
         for r in d.anchors:
             if isinstance(r, LinesAtCommit | WholeFile) and r.commit is not None:
                 sha = resolved.get(r.commit)
                 if sha is not None:
-                    blob_specs.add((sha, r.file))
+                    count_specs.add((sha, r.file))
             elif isinstance(r, TextAtHead | LinesAtHead):
-                blob_specs.add((head, r.file))
+                head_specs.add((head, r.file))
     try:
-        blobs = repo.blobs(blob_specs)
+        blobs = repo.blobs(head_specs)
+        counts = {s: n for s, n in repo.line_counts(count_specs).items() if n is not None}
     except GitError as exc:
         for d in wanted:
             out.reject(d, f"anchors: {exc}")
         return out
-
-    # Many anchors share a blob: count each one's lines once.
-    counts = {spec: _line_count(data) for spec, data in blobs.items() if data is not None}
+    counts.update({spec: _line_count(data) for spec, data in blobs.items() if data is not None})
     blames: dict[str, Blame | GitError] = {}
 
     def blame_at_head(file: str) -> Blame:
@@ -192,12 +192,11 @@ def _resolve(
         sha = resolved.get(request.commit)
         if sha is None:
             raise _Bad(f"commit {request.commit!r} is not in the repository at {repo.root}")
-        data = blobs.get((sha, request.file))
-        if data is None:
+        count = counts.get((sha, request.file))
+        if count is None:
             raise _Bad(f"{request.file} is not in commit {sha.short()}")
         if isinstance(request, WholeFile):
             return [(sha, request.file, 0, 0)]
-        count = counts[(sha, request.file)]
         if request.end > count:
             raise _Bad(
                 f"lines {request.start}-{request.end}: {request.file} has {count} lines "

@@ -283,18 +283,26 @@ class _LogToClient(logging.Handler):
 # -- lenses --------------------------------------------------------------------------------------
 
 
+_BLOCK_LINES = 20  # a lens at least every 20 lines of a long run of remembered lines
+
+
 def _blocks(doc: DocumentMemories) -> list[tuple[int, int, tuple[LineMemory, ...]]]:
-    """Runs of consecutive lines carrying the same memories: (first, last, memories)."""
+    """Runs of consecutive lines with memories, at most _BLOCK_LINES long:
+    (first, last, the memories of those lines, each once)."""
     out: list[tuple[int, int, tuple[LineMemory, ...]]] = []
-    previous: frozenset[Sha256Hash] = frozenset()
+    current: dict[Sha256Hash, LineMemory] = {}
+    first = last = 0
     for line in sorted(doc.by_line):
-        memories = doc.by_line[line]
-        key = frozenset(m.sha for m in memories)
-        if out and out[-1][1] == line - 1 and key == previous:
-            out[-1] = (out[-1][0], line, memories)
-        else:
-            out.append((line, line, memories))
-        previous = key
+        if current and (line != last + 1 or line - first >= _BLOCK_LINES):
+            out.append((first, last, tuple(current.values())))
+            current = {}
+        if not current:
+            first = line
+        last = line
+        for m in doc.by_line[line]:
+            current.setdefault(m.sha, m)
+    if current:
+        out.append((first, last, tuple(current.values())))
     return out
 
 
@@ -341,7 +349,6 @@ def build_lenses(uri: str, doc: DocumentMemories, file_summary: bool) -> list[ty
                     command=commands.SHOW_MEMORIES,
                     arguments=[{"uri": uri, "lines": [first, last]}],
                 ),
-                data={"uri": uri, "lines": [first, last]},
             )
         )
     return lenses
