@@ -236,9 +236,9 @@ def test_helix_languages_toml() -> None:
         assert key in shown or f"# {key} = " in text, key
 
 
-@pytest.mark.parametrize("doc", ["helix/README.md", "README-setup.md"])
+@pytest.mark.parametrize("doc", ["editors/helix/README.md", "README.md"])
 def test_helix_snippets_in_the_docs(doc: str) -> None:
-    text = (EDITORS / doc).read_text("utf-8")
+    text = (EDITORS.parent / doc).read_text("utf-8")
     block = re.search(r"```toml\n(\[language-server\.poimen-memory\].*?)```", text, re.DOTALL)
     assert block, f"no languages.toml snippet in editors/{doc}"
     _helix_checks(tomllib.loads(block.group(1)))
