@@ -914,14 +914,19 @@ class LookupService:
         (and commits) over what blame says the lines came from; no node text is read."""
         index = _origin_index(blame.lines)
         by_line: dict[int, list[LineMemory]] = {}
-        for anchor, commit in self.store.anchors_for_runs(project, repo_id, _runs(blame.lines)):
-            citation = Citation(
-                anchor.repo, anchor.file, anchor.line_start, anchor.line_end, commit
+        anchors, commits = self.store.anchors_for_runs(project, repo_id, _runs(blame.lines))
+        shas: dict[str, Sha256Hash] = {}
+        for node, sha, file, start, end in anchors:
+            commit = commits[sha]
+            lines = _covered(index, commit.sha, file, start, end)
+            if not lines:
+                continue
+            memory = LineMemory(
+                shas.setdefault(node, Sha256Hash(node)),
+                Citation(repo_id, file, start, end, commit),
             )
-            for line in _covered(
-                index, anchor.commit, anchor.file, anchor.line_start, anchor.line_end
-            ):
-                by_line.setdefault(line, []).append(LineMemory(anchor.node, citation))
+            for line in lines:
+                by_line.setdefault(line, []).append(memory)
         return DocumentMemories(
             repo_id,
             blame.path,

@@ -6,10 +6,8 @@ that reaches git's command line is validated first. Only GitError subclasses lea
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -313,60 +311,6 @@ class GitRepo:
                 out[spec] = None  # "<name> missing" / "ambiguous"
         for spec in wanted:
             out.setdefault(spec, None)
-        return out
-
-    def line_counts(
-        self, specs: Iterable[tuple[CommitSha, str]]
-    ) -> dict[tuple[CommitSha, str], int | None]:
-        """How many lines each ``(commit, path)`` has (None: not there), in one streamed git
-        process that never holds more than a chunk of any file in memory."""
-        wanted = []
-        request = bytearray()
-        out: dict[tuple[CommitSha, str], int | None] = {}
-        for sha, path in dict.fromkeys(specs):
-            try:
-                line = f"{sha.value}:{path}\n".encode("utf-8", "surrogateescape")
-            except UnicodeEncodeError:
-                line = b""
-            if not line or "\n" in path:
-                out[(sha, path)] = None
-                continue
-            wanted.append((sha, path))
-            request += line
-        if not wanted:
-            return out
-        with self.runner.stream_with_input(self.root, ["cat-file", "--batch"]) as proc:
-            assert proc.stdin is not None
-            assert proc.stdout is not None
-
-            def feed() -> None:
-                assert proc.stdin is not None
-                with contextlib.suppress(OSError):  # git gone: the reader sees the end
-                    proc.stdin.write(bytes(request))
-                    proc.stdin.close()
-
-            feeder = threading.Thread(target=feed, daemon=True)
-            feeder.start()
-            for spec in wanted:
-                header = proc.stdout.readline().split(b" ")
-                if len(header) != 3:
-                    out[spec] = None  # "<name> missing"
-                    continue
-                remaining, newlines, last = int(header[2]), 0, b"\n"
-                while remaining:
-                    chunk = proc.stdout.read(min(remaining, 1 << 20))
-                    if not chunk:
-                        break
-                    newlines += chunk.count(b"\n")
-                    last = chunk[-1:]
-                    remaining -= len(chunk)
-                proc.stdout.read(1)  # the newline after each object
-                if header[1] != b"blob":
-                    out[spec] = None
-                else:
-                    size = int(header[2])
-                    out[spec] = newlines + (0 if last == b"\n" or size == 0 else 1)
-            feeder.join()
         return out
 
     def commits(

@@ -94,14 +94,6 @@ class GitRunner:
         return done
 
     @contextmanager
-    def stream_with_input(
-        self, cwd: Path, args: Sequence[str]
-    ) -> Iterator[subprocess.Popen[bytes]]:
-        """Like stream(), with stdin open for the caller to feed (from another thread)."""
-        with self.stream(cwd, args, stdin=subprocess.PIPE) as proc:
-            yield proc
-
-    @contextmanager
     def stream(
         self, cwd: Path, args: Sequence[str], stdin: int = subprocess.DEVNULL
     ) -> Iterator[subprocess.Popen[bytes]]:

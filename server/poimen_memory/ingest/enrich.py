@@ -52,10 +52,6 @@ class _Bad(Exception):
     pass
 
 
-def _line_count(data: bytes) -> int:
-    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-
-
 def _runs(origins: Sequence[BlameLine]) -> list[tuple[CommitSha, str, int, int]]:
     """Group origins into (commit, path, first, last) runs of consecutive original lines."""
     runs: list[tuple[CommitSha, str, int, int]] = []
@@ -103,25 +99,26 @@ def enrich(
             out.reject(d, f"anchors: {exc}")
         return out
 
-    # 2. files: line counts at the named commits (streamed), texts at HEAD for edits.
-    count_specs: set[tuple[CommitSha, str]] = set()
+    # 2. files: existence at the named commits (one batch-check; reading every version of a
+    #    busy file to count its lines would cost minutes), texts at HEAD for edits and lines.
+    at_commit: set[tuple[CommitSha, str]] = set()
     head_specs: set[tuple[CommitSha, str]] = set()
     for d in wanted:
         for r in d.anchors:
             if isinstance(r, LinesAtCommit | WholeFile) and r.commit is not None:
                 sha = resolved.get(r.commit)
                 if sha is not None:
-                    count_specs.add((sha, r.file))
+                    at_commit.add((sha, r.file))
             elif isinstance(r, TextAtHead | LinesAtHead):
                 head_specs.add((head, r.file))
     try:
         blobs = repo.blobs(head_specs)
-        counts = {s: n for s, n in repo.line_counts(count_specs).items() if n is not None}
+        present = {(s, p) for s, p in repo.existing(at_commit) if p is not None}
     except GitError as exc:
         for d in wanted:
             out.reject(d, f"anchors: {exc}")
         return out
-    counts.update({spec: _line_count(data) for spec, data in blobs.items() if data is not None})
+
     blames: dict[str, Blame | GitError] = {}
 
     def blame_at_head(file: str) -> Blame:
@@ -140,7 +137,7 @@ def enrich(
         try:
             for r in d.anchors:
                 pending[d.local_id].extend(
-                    _resolve(r, repo, head, resolved, blobs, counts, blame_at_head, out)
+                    _resolve(r, repo, head, resolved, blobs, present, blame_at_head, out)
                 )
         except _Bad as exc:
             out.reject(d, f"anchors: {exc}")
@@ -182,7 +179,7 @@ def _resolve(
     head: CommitSha,
     resolved: dict[str, CommitSha | None],
     blobs: dict[tuple[CommitSha, str], bytes | None],
-    counts: dict[tuple[CommitSha, str], int],
+    present: set[tuple[CommitSha, str]],
     blame_of: Callable[[str], Blame],
     out: Enriched,
 ) -> list[tuple[CommitSha, str, int, int]]:
@@ -192,16 +189,10 @@ def _resolve(
         sha = resolved.get(request.commit)
         if sha is None:
             raise _Bad(f"commit {request.commit!r} is not in the repository at {repo.root}")
-        count = counts.get((sha, request.file))
-        if count is None:
+        if (sha, request.file) not in present:
             raise _Bad(f"{request.file} is not in commit {sha.short()}")
         if isinstance(request, WholeFile):
             return [(sha, request.file, 0, 0)]
-        if request.end > count:
-            raise _Bad(
-                f"lines {request.start}-{request.end}: {request.file} has {count} lines "
-                f"in commit {sha.short()}"
-            )
         return [(sha, request.file, request.start, request.end)]
     if isinstance(request, WholeFile):
         try:

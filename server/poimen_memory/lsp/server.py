@@ -104,6 +104,7 @@ class PoimenServer(LanguageServer):
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen")
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._rendered: dict[tuple[int, int, bool], tuple[LookupResult, str]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -252,6 +253,18 @@ class PoimenServer(LanguageServer):
         if doc is None:
             return None, None
         return doc.source, doc.version
+
+    def rendered(self, result: LookupResult, excerpt: int, markdown: bool) -> str:
+        """The hover text of a result, remembered while the service keeps that result."""
+        key = (id(result), excerpt, markdown)
+        hit = self._rendered.get(key)
+        if hit is not None and hit[0] is result:
+            return hit[1]
+        text = render_hover(result, excerpt, markdown)
+        self._rendered[key] = (result, text)
+        while len(self._rendered) > 256:
+            self._rendered.pop(next(iter(self._rendered)))
+        return text
 
     def markdown(self) -> bool:
         """Whether hovers are Markdown for this client (setting, else its capabilities)."""
@@ -454,7 +467,7 @@ def create_server() -> PoimenServer:
         return types.Hover(
             contents=types.MarkupContent(
                 types.MarkupKind.Markdown if markdown else types.MarkupKind.PlainText,
-                render_hover(result, config.hover_excerpt_length, markdown),
+                ls.rendered(result, config.hover_excerpt_length, markdown),
             ),
             range=types.Range(
                 types.Position(params.position.line, 0), types.Position(params.position.line + 1, 0)

@@ -538,12 +538,13 @@ class Store:
 
     def anchors_for_runs(
         self, project: ProjectId, repo: RepoId, runs: Iterable[tuple[CommitSha, str, int, int]]
-    ) -> list[tuple[Anchor, CommitInfo]]:
+    ) -> tuple[list[tuple[str, str, str, int, int]], dict[str, CommitInfo]]:
         """Like evidence_for_runs, but only anchors and commits (no node text): cheap enough
-        for the code lenses of a whole file."""
+        for the code lenses of a whole file. Anchors come as plain tuples
+        ``(node sha, commit sha, file, line_start, line_end)``, commits once each."""
         unique = list(dict.fromkeys(runs))
         if not unique:
-            return []
+            return [], {}
         statement = sql.SQL(query("anchor_commits")).format(chosen=sql.SQL(query("anchors_runs")))
         params = {
             "project": project.value,
@@ -552,18 +553,17 @@ class Store:
             "files": [f for _, f, _, _ in unique],
             "starts": [s for _, _, s, _ in unique],
             "ends": [e for _, _, _, e in unique],
-            "max_anchors": MAX_ANCHORS * 10,
+            "max_anchors": MAX_ANCHORS * 100,
         }
         with self._conn() as conn, conn.cursor(row_factory=tuple_row) as cur:
             rows = cur.execute(statement, params).fetchall()
         commits: dict[str, CommitInfo] = {}
-        out = []
+        anchors = []
         for node, _repo, sha, file, start, end, message, name, email, date in rows:
-            info = commits.get(sha)
-            if info is None:
-                info = commits[sha] = CommitInfo(repo, CommitSha(sha), message, name, email, date)
-            out.append((Anchor(project, Sha256Hash(node), repo, info.sha, file, start, end), info))
-        return out
+            if sha not in commits:
+                commits[sha] = CommitInfo(repo, CommitSha(sha), message, name, email, date)
+            anchors.append((node, sha, file, start, end))
+        return anchors, commits
 
     def evidence_for_commits(
         self,
