@@ -552,7 +552,7 @@ class Checkouts:
 # -- the service ------------------------------------------------------------------------------
 
 
-_DOC_CACHE = 128
+_DOC_CACHE = 8  # documents' memories are big; lenses are what editors keep
 _HOVER_CACHE = 4096
 
 
@@ -915,16 +915,18 @@ class LookupService:
         index = _origin_index(blame.lines)
         by_line: dict[int, list[LineMemory]] = {}
         anchors, commits = self.store.anchors_for_runs(project, repo_id, _runs(blame.lines))
-        shas: dict[str, Sha256Hash] = {}
+        # One LineMemory per (node, commit): lenses need who and when, not each anchor.
+        shared: dict[tuple[str, str], LineMemory] = {}
         for node, sha, file, start, end in anchors:
             commit = commits[sha]
             lines = _covered(index, commit.sha, file, start, end)
             if not lines:
                 continue
-            memory = LineMemory(
-                shas.setdefault(node, Sha256Hash(node)),
-                Citation(repo_id, file, start, end, commit),
-            )
+            memory = shared.get((node, sha))
+            if memory is None:
+                memory = shared[(node, sha)] = LineMemory(
+                    Sha256Hash(node), Citation(repo_id, file, start, end, commit)
+                )
             for line in lines:
                 by_line.setdefault(line, []).append(memory)
         return DocumentMemories(

@@ -73,9 +73,10 @@ _MESSAGE_TYPES = {
 
 @dataclass
 class _DocLenses:
+    """The lenses of one document version (only the lenses: memories are not kept)."""
+
     version: int | None
-    memories: DocumentMemories | None
-    lenses: list[types.CodeLens] | None = None
+    lenses: list[types.CodeLens] | None
 
 
 @dataclass
@@ -488,47 +489,39 @@ def create_server() -> PoimenServer:
         text, version = ls.document_text(uri)
         cached = ls.state.lenses.get(uri)
         if cached is not None and cached.version == version and version is not None:
-            if cached.lenses is not None:
-                return cached.lenses
-            doc = cached.memories
-        else:
-            try:
-                doc = await with_progress(
-                    ls,
-                    "poimen-memory: blaming " + path.name,
-                    ls.service.needs_blame(path),
-                    ls.run_blocking(
-                        ls.service.document, path, text, ls.project(), config.max_file_bytes
-                    ),
-                )
-            except StoreUnavailable as exc:
-                ls.store_failed(exc)
-                return None
-            except (LookupFailed, ContentError) as exc:
-                log.info("code lens %s: %s", path, exc)
-                return None
-            ls.store_ok()
-            ls.state.lenses[uri] = _DocLenses(version, doc)
-        if doc is None:
+            return cached.lenses
+        try:
+            doc = await with_progress(
+                ls,
+                "poimen-memory: blaming " + path.name,
+                ls.service.needs_blame(path),
+                ls.run_blocking(
+                    ls.service.document, path, text, ls.project(), config.max_file_bytes
+                ),
+            )
+        except StoreUnavailable as exc:
+            ls.store_failed(exc)
             return None
-        lenses = build_lenses(uri, doc, config.code_lens_file_summary)
-        entry = ls.state.lenses.get(uri)
-        if entry is not None and entry.version == version:
-            entry.lenses = lenses
+        except (LookupFailed, ContentError) as exc:
+            log.info("code lens %s: %s", path, exc)
+            return None
+        ls.store_ok()
+        lenses = None if doc is None else build_lenses(uri, doc, config.code_lens_file_summary)
+        ls.state.lenses[uri] = _DocLenses(version, lenses)
         return lenses
 
     @server.feature(types.CODE_LENS_RESOLVE)
     def code_lens_resolve(ls: PoimenServer, lens: types.CodeLens) -> types.CodeLens:
-        # Lenses are sent resolved (their titles come from the same cached lookup); a client
-        # that asks anyway gets the command rebuilt from the lens's data.
+        # Lenses are sent resolved; a client that drops the command and asks again gets it
+        # back from the lens's data (the same arguments the command carried).
         if lens.command is None and isinstance(lens.data, dict):
-            lines = lens.data.get("lines")
+            title = "memories"
             cached = ls.state.lenses.get(str(lens.data.get("uri")))
-            memories: tuple[LineMemory, ...] = ()
-            if cached is not None and cached.memories is not None and isinstance(lines, list):
-                memories = cached.memories.by_line.get(int(lines[0]), ())
+            for known in (cached.lenses or []) if cached is not None else []:
+                if known.command is not None and known.command.arguments == [lens.data]:
+                    title = known.command.title
             lens.command = types.Command(
-                title=_lens_title(memories), command=commands.SHOW_MEMORIES, arguments=[lens.data]
+                title=title, command=commands.SHOW_MEMORIES, arguments=[lens.data]
             )
         return lens
 
