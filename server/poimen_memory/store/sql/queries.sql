@@ -213,27 +213,23 @@ WHERE a.project = %(project)s AND a.commit_sha = ANY(%(commits)s::text[])
   AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
 
 -- name: anchors_author
--- The author's newest commits first, up to max_anchors anchors: the most recent evidence.
-SELECT x.project, x.node_sha256, x.repo, x.commit_sha, x.file, x.line_start, x.line_end
+-- The author's newest commits first, walked one commit at a time until max_anchors anchors:
+-- a prolific author's hundreds of thousands of anchors are never sorted.
+SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM (
-    SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end,
-           g.author_date
-    FROM (
-        SELECT g.project, g.repo, g.commit_sha, g.author_date FROM git_commit g
-        WHERE g.project = %(project)s
-          AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
-          AND lower(g.author_email) = ANY(%(authors)s::text[])
-        UNION
-        SELECT g.project, g.repo, g.commit_sha, g.author_date FROM git_commit g
-        WHERE g.project = %(project)s
-          AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
-          AND lower(g.author_name) = ANY(%(authors)s::text[])
-    ) AS g
-    JOIN git_anchor a
-      ON a.project = g.project AND a.repo = g.repo AND a.commit_sha = g.commit_sha
-    ORDER BY g.author_date DESC, a.commit_sha, a.file, a.line_start
-    LIMIT %(max_anchors)s
-) AS x
+    SELECT g.project, g.repo, g.commit_sha, g.author_date FROM git_commit g
+    WHERE g.project = %(project)s
+      AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
+      AND (lower(g.author_email) = ANY(%(authors)s::text[])
+           OR lower(g.author_name) = ANY(%(authors)s::text[]))
+    ORDER BY g.author_date DESC, g.commit_sha
+) AS g
+CROSS JOIN LATERAL (
+    SELECT x.project, x.node_sha256, x.repo, x.commit_sha, x.file, x.line_start, x.line_end
+    FROM git_anchor x
+    WHERE x.project = g.project AND x.repo = g.repo AND x.commit_sha = g.commit_sha
+) AS a
+LIMIT %(max_anchors)s
 
 -- name: anchors_nodes
 SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
