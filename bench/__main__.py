@@ -280,10 +280,6 @@ class Bench:
         from poimen_memory.ingest import IngestOptions, ingest
         from poimen_memory.store import Store
 
-        # Earlier runs' ingested rows go first, so every run measures the same store.
-        with psycopg.connect(self.dsn) as conn:
-            for table in ("git_anchor", "memory_edge", "git_commit", "memory_node"):
-                conn.execute(sql.SQL("DELETE FROM {} WHERE project LIKE 'ingest-%%'").format(sql.Identifier(table)))
         rng = random.Random(3)
         n = self.size.ingest_nodes
         project = f"ingest-{uuid.uuid4().hex[:6]}"
