@@ -555,7 +555,9 @@ class Store:
             "ends": [e for _, _, _, e in unique],
             "max_anchors": MAX_ANCHORS * 100,
         }
-        with self._conn() as conn, conn.cursor(row_factory=tuple_row) as cur:
+        with self._conn() as conn, conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+            # A whole file's anchors may legitimately take longer than the quick-answer bound.
+            cur.execute("SET LOCAL statement_timeout = 30000")
             rows = cur.execute(statement, params).fetchall()
         commits: dict[str, CommitInfo] = {}
         anchors = []
