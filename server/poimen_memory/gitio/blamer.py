@@ -15,7 +15,7 @@ from poimen_memory.gitio.repo import GitRepo
 __all__ = ["Blamer"]
 
 _KEY_MEMO = 4096
-_TEXT_MEMO = 64
+_TEXT_MEMO = 16
 _LINE_MEMO = 4096
 
 

@@ -102,7 +102,7 @@ class BlameCache:
         *,
         max_entries: int = 5000,
         max_bytes: int = 256 * 1024 * 1024,
-        memory_entries: int = 64,
+        memory_entries: int = 16,
     ) -> None:
         self.path = path
         self.max_entries = max_entries

@@ -9,9 +9,11 @@ once and requests keep answering quickly; nothing a request does can stop the se
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hashlib
 import json
 import logging
+import sys
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -294,6 +296,24 @@ class _LogToClient(logging.Handler):
             return
 
 
+def _give_back_memory() -> None:
+    """Return freed heap to the system after a large document (glibc keeps it otherwise)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()
+
+
 # -- lenses --------------------------------------------------------------------------------------
 
 
@@ -508,6 +528,8 @@ def create_server() -> PoimenServer:
         ls.store_ok()
         lenses = None if doc is None else build_lenses(uri, doc, config.code_lens_file_summary)
         ls.state.lenses[uri] = _DocLenses(version, lenses)
+        del doc
+        _give_back_memory()
         return lenses
 
     @server.feature(types.CODE_LENS_RESOLVE)
