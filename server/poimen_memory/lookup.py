@@ -599,7 +599,7 @@ class LookupService:
             data = blamer.head_blob(rel, head)
         except (LookupFailed, GitError):
             return None
-        if blamer.repo.is_binary(data) or (max_bytes is not None and len(data) > max_bytes):
+        if not _worth_blaming(blamer.repo, data, max_bytes):
             return None
         return repo_id, blamer, rel, head, data.decode("utf-8", "replace")
 
@@ -642,29 +642,29 @@ class LookupService:
         if buffer_text is not None:
             digest = self._digest(rel, buffer_text)
             known = blamer.text_sha(rel, head)
-            if known is None:
-                blob = self._pool.submit(blamer.head_blob, rel, head)
-                speculative = self._pool.submit(blamer.origin, rel, line, head)
+            if known != digest:
+                # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
+                speculative = (
+                    self._pool.submit(blamer.origin, rel, line, head) if known is None else None
+                )
                 try:
-                    data = blob.result()
+                    data = blamer.head_blob(rel, head)
                 except GitError:
-                    speculative.cancel()
+                    if speculative is not None:
+                        speculative.cancel()
                     return None
-                known = blamer.text_sha(rel, head)
-                if blamer.repo.is_binary(data) or (max_bytes is not None and len(data) > max_bytes):
+                if not _worth_blaming(blamer.repo, data, max_bytes):
                     return None
-                if known == digest:
+                if speculative is not None and blamer.text_sha(rel, head) == digest:
                     try:
                         return self._answer(
                             blamer, repo_id, rel, head, line, line, project, speculative.result()
                         )
                     except GitError:
                         return None
-            if known != digest:
-                opened = self._open_file(path, max_bytes)
-                if opened is None:
-                    return None
-                mapping = self._buffer_to_head(rel, head, opened[4], buffer_text)
+                mapping = self._buffer_to_head(
+                    rel, head, data.decode("utf-8", "replace"), buffer_text
+                )
                 if mapping is not None:
                     head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
         if head_line is None:
@@ -934,6 +934,11 @@ class LookupService:
             blame.path,
             {k: tuple(dict.fromkeys(v)) for k, v in sorted(by_line.items())},
         )
+
+
+def _worth_blaming(repo: GitRepo, data: bytes, max_bytes: int | None) -> bool:
+    """A text file within the size limit (binary and oversized files get no memories)."""
+    return not repo.is_binary(data) and (max_bytes is None or len(data) <= max_bytes)
 
 
 def _runs(origins: Iterable[BlameLine]) -> list[tuple[CommitSha, str, int, int]]:

@@ -242,11 +242,6 @@ class Store:
         except StoreUnavailable:
             return False
 
-    @property
-    def available(self) -> bool:
-        """Whether a connection pool is up (False after a failure, until the next retry)."""
-        return self._pool is not None
-
     def close(self) -> None:
         """Close every pooled connection."""
         with self._pool_lock:
