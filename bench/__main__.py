@@ -22,7 +22,17 @@ from typing import Any
 import psycopg
 from psycopg import conninfo, sql
 
-from bench.corpus import BIG, FULL, PROJECT, QUICK, REPO_ID, CommitRecord, Size, build_repo, load_store
+from bench.corpus import (
+    BIG,
+    FULL,
+    PROJECT,
+    QUICK,
+    REPO_ID,
+    CommitRecord,
+    Size,
+    build_repo,
+    load_store,
+)
 from bench.lspclient import LspClient
 
 HERE = Path(__file__).resolve().parent
@@ -47,7 +57,7 @@ def median(xs: list[float]) -> float:
 
 def pct(xs: list[float], p: float) -> float:
     ordered = sorted(xs)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def timed_run(cmd: list[str], cwd: Path) -> float:
@@ -81,14 +91,19 @@ class Bench:
             t = time.perf_counter()
             self.records = build_repo(self.repo, self.size)
             marker.write_text(json.dumps([r.__dict__ for r in self.records]))
-            print(f"built repository ({len(self.records)} commits) in {time.perf_counter() - t:.0f}s", flush=True)
+            print(
+                f"built repository ({len(self.records)} commits) in {time.perf_counter() - t:.0f}s",
+                flush=True,
+            )
         else:
             self.records = [CommitRecord(**r) for r in json.loads(marker.read_text())]
             for r in self.records:
                 r.author = tuple(r.author)  # type: ignore[assignment]
         name = conninfo.conninfo_to_dict(self.dsn)["dbname"]
         with psycopg.connect(self.admin_dsn, autocommit=True) as admin:
-            exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            exists = admin.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+            ).fetchone()
             if not exists:
                 admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         with psycopg.connect(self.dsn) as conn:
@@ -126,12 +141,26 @@ class Bench:
         client.initialize(self.repo, {"poimenMemory": {"dsn": self.dsn, "project": PROJECT}})
         return client
 
-    def add(self, name: str, ours: float, floor: float, target: str, ok: Callable[[float], bool], unit: str = "s", detail: str = "") -> None:
-        ratio = ours / floor if floor else float("inf")
+    def add(
+        self,
+        name: str,
+        ours: float,
+        floor: float,
+        target: str,
+        ok: Callable[[float], bool],
+        unit: str = "s",
+        detail: str = "",
+        ratio: float | None = None,
+    ) -> None:
+        if ratio is None:
+            ratio = ours / floor if floor else float("inf")
         fig = Figure(name, ours, floor, ratio, target, ok(ratio), unit, detail)
         self.figures.append(fig)
         mark = "pass" if fig.passed else "MISS"
-        print(f"{name:<44} ours {ours:10.4f}{unit:<3} floor {floor:10.4f}{unit:<3} ratio {ratio:7.3f}  {target:<10} {mark}  {detail}", flush=True)
+        print(
+            f"{name:<44} ours {ours:10.4f}{unit:<3} floor {floor:10.4f}{unit:<3} ratio {ratio:7.3f}  {target:<10} {mark}  {detail}",
+            flush=True,
+        )
 
     def hover_line(self) -> int:
         """A line of the big file whose origin carries memories (a line a commit changed)."""
@@ -157,7 +186,12 @@ class Bench:
         text = big.read_text()
         cold, floor, restart = [], [], []
         for _ in range(self.repeats):
-            floor.append(timed_run(["git", "blame", f"-L{line},{line}", "--porcelain", "HEAD", "--", BIG], self.repo))
+            floor.append(
+                timed_run(
+                    ["git", "blame", f"-L{line},{line}", "--porcelain", "HEAD", "--", BIG],
+                    self.repo,
+                )
+            )
             cache = self.work / f"cache-{uuid.uuid4().hex[:8]}"
             client = self.server(cache)
             uri = client.open(big, text)
@@ -186,8 +220,20 @@ class Bench:
             restart.append(t)
             again.close()
         self.cold_hover = median(cold)
-        self.add("a. cold hover (big file) vs git blame -L", self.cold_hover, median(floor), "<= 1.1x", lambda r: r <= 1.1)
-        self.add("e. hover after restart vs cold hover", median(restart), self.cold_hover, "<= 0.1x", lambda r: r <= 0.1)
+        self.add(
+            "a. cold hover (big file) vs git blame -L",
+            self.cold_hover,
+            median(floor),
+            "<= 1.1x",
+            lambda r: r <= 1.1,
+        )
+        self.add(
+            "e. hover after restart vs cold hover",
+            median(restart),
+            self.cold_hover,
+            "<= 0.1x",
+            lambda r: r <= 0.1,
+        )
 
     def fig_b_c_d(self) -> None:
         line = self.hover_line()
@@ -203,19 +249,49 @@ class Bench:
             assert lenses, "no lenses on the big file"
             cold_lens.append(t)
             client.close()
-        self.add("c. cold code lens (big file) vs git blame", median(cold_lens), median(floor), "<= 1.1x", lambda r: r <= 1.1)
+        self.add(
+            "c. cold code lens (big file) vs git blame",
+            median(cold_lens),
+            median(floor),
+            "<= 1.1x",
+            lambda r: r <= 1.1,
+        )
 
         client = self.server(self.work / f"cache-{uuid.uuid4().hex[:8]}")
         uri = client.open(big, text)
         client.timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
         n = 200 if self.size is FULL else 60
-        noop = [client.timed("workspace/executeCommand", {"command": "mem.ping", "arguments": [{}]})[0] for _ in range(n)]
+        noop = [
+            client.timed("workspace/executeCommand", {"command": "mem.ping", "arguments": [{}]})[0]
+            for _ in range(n)
+        ]
         warm = [client.hover(uri, line)[0] for _ in range(n)]
         self.warm_p50 = median(warm)
-        self.add("b. warm hover p50 vs no-op request", median(warm), median(noop), "<= 2x", lambda r: r <= 2.0)
-        self.add("b. warm hover p99 vs no-op request p99", pct(warm, 99), pct(noop, 99), "(info)", lambda r: True)
-        warm_lens = [client.timed("textDocument/codeLens", {"textDocument": {"uri": uri}})[0] for _ in range(n)]
-        self.add("c. warm code lens vs warm hover", median(warm_lens), self.warm_p50, "<= 3x", lambda r: r <= 3.0)
+        self.add(
+            "b. warm hover p50 vs no-op request",
+            median(warm),
+            median(noop),
+            "<= 2x",
+            lambda r: r <= 2.0,
+        )
+        self.add(
+            "b. warm hover p99 vs no-op request p99",
+            pct(warm, 99),
+            pct(noop, 99),
+            "(info)",
+            lambda r: True,
+        )
+        warm_lens = [
+            client.timed("textDocument/codeLens", {"textDocument": {"uri": uri}})[0]
+            for _ in range(n)
+        ]
+        self.add(
+            "c. warm code lens vs warm hover",
+            median(warm_lens),
+            self.warm_p50,
+            "<= 3x",
+            lambda r: r <= 3.0,
+        )
 
         # d. 100 random edits in the unsaved buffer, then hovers.
         rng = random.Random(5)
@@ -234,20 +310,44 @@ class Bench:
             shift += 1
         edited = [client.hover(uri, line + shift)[0] for _ in range(n)]
         assert client.hover(uri, line + shift)[1] is not None, "the edited buffer lost the memory"
-        spawned = (len(self.shim_log.read_text().splitlines()) if self.shim_log.exists() else 0) - before
-        self.add("d. hover after 100 edits vs warm hover", median(edited), self.warm_p50, "<= 1.5x", lambda r: r <= 1.5, detail=f"git processes spawned: {spawned}")
-        self.add("d. git processes during 100 edits + hovers", float(spawned), 1.0, "0", lambda r: spawned == 0, unit="")
+        spawned = (
+            len(self.shim_log.read_text().splitlines()) if self.shim_log.exists() else 0
+        ) - before
+        self.add(
+            "d. hover after 100 edits vs warm hover",
+            median(edited),
+            self.warm_p50,
+            "<= 1.5x",
+            lambda r: r <= 1.5,
+            detail=f"git processes spawned: {spawned}",
+        )
+        self.add(
+            "d. git processes during 100 edits + hovers",
+            float(spawned),
+            1.0,
+            "0",
+            lambda r: spawned == 0,
+            unit="",
+        )
         client.close()
 
     def fig_f(self) -> None:
         from poimen_memory.domain import ProjectId
-        from poimen_memory.lookup import ByAuthorRequest, ByCommitRequest, ByGitRequest, QueryRequest, build_service
+        from poimen_memory.lookup import (
+            ByAuthorRequest,
+            ByCommitRequest,
+            ByGitRequest,
+            QueryRequest,
+            build_service,
+        )
         from poimen_memory.store import Store
 
         line = self.hover_line()
         project = ProjectId(PROJECT)
         with Store(self.dsn) as store:
-            service = build_service(store, [self.repo], project, cache_path=self.work / "f-cache.db")
+            service = build_service(
+                store, [self.repo], project, cache_path=self.work / "f-cache.db"
+            )
             service.checkouts.blamer(None)[1].blame_file(BIG)
             n = 300 if self.size is FULL else 80
             with psycopg.connect(self.dsn) as conn:
@@ -255,14 +355,29 @@ class Bench:
                 pk = []
                 for _ in range(n):
                     t = time.perf_counter()
-                    conn.execute("SELECT * FROM memory_node WHERE project = %s AND sha256 = %s", (PROJECT, sha)).fetchall()
+                    conn.execute(
+                        "SELECT * FROM memory_node WHERE project = %s AND sha256 = %s",
+                        (PROJECT, sha),
+                    ).fetchall()
                     pk.append(time.perf_counter() - t)
             commit = self.records[len(self.records) // 3].sha
             cases: dict[str, Callable[[], Any]] = {
-                "by_git": lambda: service.by_git(ByGitRequest.from_json({"file": BIG, "line": line}, project)),
-                "by_commit": lambda: service.by_commit(ByCommitRequest.from_json({"commit_sha": commit[:10]}, project)),
-                "by_author": lambda: service.by_author(ByAuthorRequest.from_json({"author": "frank@bench.example", "repo": REPO_ID}, project)),
-                "query": lambda: service.query(QueryRequest.from_json({"query": "kalomi", "git_repo": REPO_ID, "limit": 20}, project)),
+                "by_git": lambda: service.by_git(
+                    ByGitRequest.from_json({"file": BIG, "line": line}, project)
+                ),
+                "by_commit": lambda: service.by_commit(
+                    ByCommitRequest.from_json({"commit_sha": commit[:10]}, project)
+                ),
+                "by_author": lambda: service.by_author(
+                    ByAuthorRequest.from_json(
+                        {"author": "frank@bench.example", "repo": REPO_ID}, project
+                    )
+                ),
+                "query": lambda: service.query(
+                    QueryRequest.from_json(
+                        {"query": "kalomi", "git_repo": REPO_ID, "limit": 20}, project
+                    )
+                ),
             }
             for name, call in cases.items():
                 assert call().memories, f"{name} found nothing"
@@ -272,8 +387,20 @@ class Bench:
                     call()
                     times.append(time.perf_counter() - t)
                 target = "<= 3x" if name == "by_git" else "(info)"
-                self.add(f"f. {name} p99 vs PK select p99", pct(times, 99), pct(pk, 99), target, (lambda r: r <= 3.0) if name == "by_git" else (lambda r: True))
-                self.add(f"f. {name} p50 vs PK select p50", median(times), median(pk), "(info)", lambda r: True)
+                self.add(
+                    f"f. {name} p99 vs PK select p99",
+                    pct(times, 99),
+                    pct(pk, 99),
+                    target,
+                    (lambda r: r <= 3.0) if name == "by_git" else (lambda r: True),
+                )
+                self.add(
+                    f"f. {name} p50 vs PK select p50",
+                    median(times),
+                    median(pk),
+                    "(info)",
+                    lambda r: True,
+                )
 
     def fig_g(self) -> None:
         from poimen_memory.domain import ProjectId
@@ -283,7 +410,9 @@ class Bench:
         rng = random.Random(3)
         n = self.size.ingest_nodes
         project = f"ingest-{uuid.uuid4().hex[:6]}"
-        targets = [(r, p, ln) for r in self.records[1:] for p, lines in r.changed.items() for ln in lines]
+        targets = [
+            (r, p, ln) for r in self.records[1:] for p, lines in r.changed.items() for ln in lines
+        ]
         rows = []
         for k in range(n):
             rec, path, line = targets[rng.randrange(len(targets))]
@@ -293,23 +422,52 @@ class Bench:
         src.write_text("".join(json.dumps(r) + "\n" for r in rows))
         with Store(self.dsn) as store:
             t = time.perf_counter()
-            summary = ingest([src], store, IngestOptions(ProjectId(project), self.repo, cache_path=self.work / "g-cache.db"))
+            summary = ingest(
+                [src],
+                store,
+                IngestOptions(ProjectId(project), self.repo, cache_path=self.work / "g-cache.db"),
+            )
             ours = time.perf_counter() - t
         assert summary.written.anchors == n, summary.to_json()
         with psycopg.connect(self.dsn) as conn:
-            conn.execute("CREATE UNLOGGED TABLE IF NOT EXISTS bench_copy_floor (project text, sha256 text, level text, query_id text, run_id text, t int, text text, created_at timestamptz, repo text, commit_sha text, file text, line int)")
+            conn.execute(
+                "CREATE UNLOGGED TABLE IF NOT EXISTS bench_copy_floor (project text, sha256 text, level text, query_id text, run_id text, t int, text text, created_at timestamptz, repo text, commit_sha text, file text, line int)"
+            )
             conn.execute("TRUNCATE bench_copy_floor")
             conn.commit()
             t = time.perf_counter()
             with conn.cursor() as cur, cur.copy("COPY bench_copy_floor FROM STDIN") as copy:
                 for k, r in enumerate(rows):
                     a = r["anchors"][0]
-                    copy.write_row((project, f"{k:064x}", "L0", r["query_id"], "run", 0, r["text"], "2026-08-01T00:00:00Z", REPO_ID, a["commit"], a["file"], a["line"]))
+                    copy.write_row(
+                        (
+                            project,
+                            f"{k:064x}",
+                            "L0",
+                            r["query_id"],
+                            "run",
+                            0,
+                            r["text"],
+                            "2026-08-01T00:00:00Z",
+                            REPO_ID,
+                            a["commit"],
+                            a["file"],
+                            a["line"],
+                        )
+                    )
             conn.commit()
             floor = time.perf_counter() - t
         # The database's own share: the same rows as one COPY batch into the real schema
         # (text search index, foreign keys, uniqueness), against the same plain COPY.
-        from poimen_memory.domain import Anchor, CommitSha, Level, MemoryNode, QueryId, RepoId, RunId
+        from poimen_memory.domain import (
+            Anchor,
+            CommitSha,
+            Level,
+            MemoryNode,
+            QueryId,
+            RepoId,
+            RunId,
+        )
         from poimen_memory.gitio import GitRepo
         from poimen_memory.store import Batch
 
@@ -318,20 +476,52 @@ class Bench:
         from datetime import UTC, datetime
 
         for r in rows:
-            node = MemoryNode(Level.L0, other, QueryId(r["query_id"]), RunId("run"), 0, r["text"], datetime(2026, 8, 1, tzinfo=UTC))
+            node = MemoryNode(
+                Level.L0,
+                other,
+                QueryId(r["query_id"]),
+                RunId("run"),
+                0,
+                r["text"],
+                datetime(2026, 8, 1, tzinfo=UTC),
+            )
             nodes.append(node)
             a = r["anchors"][0]
-            anchors.append(Anchor(other, node.sha256, RepoId(REPO_ID), CommitSha(a["commit"]), a["file"], a["line"], a["line"]))
+            anchors.append(
+                Anchor(
+                    other,
+                    node.sha256,
+                    RepoId(REPO_ID),
+                    CommitSha(a["commit"]),
+                    a["file"],
+                    a["line"],
+                    a["line"],
+                )
+            )
         commits = GitRepo.discover(self.repo).commits({a.commit for a in anchors}, RepoId(REPO_ID))
         with Store(self.dsn) as store:
             t = time.perf_counter()
-            store.insert_batch(Batch(nodes=nodes, commits=list(commits.values()), anchors=anchors), use_copy=True)
+            store.insert_batch(
+                Batch(nodes=nodes, commits=list(commits.values()), anchors=anchors), use_copy=True
+            )
             db_part = time.perf_counter() - t
-        self.figures.append(Figure("g. (info) database share: COPY into the schema vs plain COPY", n / db_part, n / floor, floor / db_part, "(info)", True, "rows/s"))
-        print(f"{'g. (info) DB share: schema COPY vs plain':<44} ours {n / db_part:10.0f}/s  floor {n / floor:10.0f}/s  ratio {floor / db_part:7.3f}", flush=True)
+        self.add(
+            "g. (info) database share: COPY into the schema vs plain COPY",
+            n / db_part,
+            n / floor,
+            "(info)",
+            lambda r: True,
+            "rows/s",
+        )
         # Throughput ratio: ours per second / floor per second = floor time / our time.
-        self.figures.append(Figure("g. ingest throughput vs plain COPY", n / ours, n / floor, floor / ours, ">= 0.3x", floor / ours >= 0.3, "rows/s"))
-        print(f"{'g. ingest throughput vs plain COPY':<44} ours {n / ours:10.0f}/s  floor {n / floor:10.0f}/s  ratio {floor / ours:7.3f}  >= 0.3x     {'pass' if floor / ours >= 0.3 else 'MISS'}", flush=True)
+        self.add(
+            "g. ingest throughput vs plain COPY",
+            n / ours,
+            n / floor,
+            ">= 0.3x",
+            lambda r: r >= 0.3,
+            "rows/s",
+        )
 
     def fig_h(self) -> None:
         files = sorted(p for p in (self.repo / "src").glob("mod_*.rs"))[:50]
@@ -341,8 +531,14 @@ class Bench:
             client.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
         rss = client.rss_bytes() / 1e6
         client.close()
-        self.figures.append(Figure(f"h. server RSS after {len(files)} files with lenses", rss, 200.0, rss / 200.0, "<= 200 MB", rss <= 200.0, "MB"))
-        print(f"{'h. server RSS, files with lenses':<44} ours {rss:10.1f}MB  limit 200MB  {'pass' if rss <= 200 else 'MISS'}", flush=True)
+        self.add(
+            f"h. server RSS after {len(files)} files with lenses",
+            rss,
+            200.0,
+            "<= 200 MB",
+            lambda r: r <= 1.0,
+            "MB",
+        )
 
     def fig_i(self) -> None:
         import git
@@ -362,8 +558,14 @@ class Bench:
             theirs.append(time.perf_counter() - t)
         # Speed-up: GitPython's time over ours (>= 1.15 means ours is 15% faster or more).
         speedup = median(theirs) / median(ours)
-        self.figures.append(Figure("i. our blame vs GitPython Repo.blame", median(ours), median(theirs), speedup, ">= 1.15x faster", speedup >= 1.15))
-        print(f"{'i. our blame vs GitPython Repo.blame':<44} ours {median(ours):10.4f}s  GitPython {median(theirs):10.4f}s  speed-up {speedup:6.3f}  >= 1.15x  {'pass' if speedup >= 1.15 else 'MISS'}", flush=True)
+        self.add(
+            "i. our blame vs GitPython Repo.blame",
+            median(ours),
+            median(theirs),
+            ">= 1.15x faster",
+            lambda r: r >= 1.15,
+            ratio=speedup,
+        )
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -378,7 +580,10 @@ def _fmt(value: float, unit: str) -> str:
 
 def markdown_table(results: dict[str, Any]) -> str:
     """The README's benchmark table from a results.json."""
-    rows = ["| figure | ours | floor | ratio | target | pass |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| figure | ours | floor | ratio | target | pass |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for f in results["figures"]:
         ratio = "—" if f["target"] == "(info)" and f["unit"] == "" else f"{f['ratio']:.3g}x"
         mark = "yes" if f["pass"] else "**no**"
@@ -394,7 +599,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a small corpus, under 2 minutes")
     parser.add_argument("--work", default=str(HERE / "out"), help="corpus and scratch directory")
-    parser.add_argument("--admin-dsn", default=os.environ.get("POIMEN_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument(
+        "--admin-dsn",
+        default=os.environ.get(
+            "POIMEN_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
+        ),
+    )
     parser.add_argument("--only", default="abcdefghi", help="figures to run, e.g. 'af'")
     parser.add_argument("--table", action="store_true", help="print results.json as Markdown")
     args = parser.parse_args(argv)
@@ -405,7 +615,14 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(size, Path(args.work), args.admin_dsn, repeats=3 if args.quick else 5)
     started = time.perf_counter()
     bench.prepare()
-    steps = [("ae", bench.fig_a_e), ("bcd", bench.fig_b_c_d), ("f", bench.fig_f), ("g", bench.fig_g), ("h", bench.fig_h), ("i", bench.fig_i)]
+    steps = [
+        ("ae", bench.fig_a_e),
+        ("bcd", bench.fig_b_c_d),
+        ("f", bench.fig_f),
+        ("g", bench.fig_g),
+        ("h", bench.fig_h),
+        ("i", bench.fig_i),
+    ]
     for letters, step in steps:
         if set(letters) & set(args.only):
             step()

@@ -34,11 +34,47 @@ AUTHORS = [
     ("Eve Black", "eve@bench.example"),
     ("Frank Green", "frank@bench.example"),
 ]
-WORDS = (
-    "buffer body kong upload stream handler retry timeout cache blame commit author parser "
-    "index query latency memory evidence session agent token budget chunk anchor repo file "
-    "line rename history merge branch config socket pool migrate schema vacuum lock queue"
-).split()
+WORDS = [
+    "buffer",
+    "body",
+    "kong",
+    "upload",
+    "stream",
+    "handler",
+    "retry",
+    "timeout",
+    "cache",
+    "blame",
+    "commit",
+    "author",
+    "parser",
+    "index",
+    "query",
+    "latency",
+    "memory",
+    "evidence",
+    "session",
+    "agent",
+    "token",
+    "budget",
+    "chunk",
+    "anchor",
+    "repo",
+    "file",
+    "line",
+    "rename",
+    "history",
+    "merge",
+    "branch",
+    "config",
+    "socket",
+    "pool",
+    "migrate",
+    "schema",
+    "vacuum",
+    "lock",
+    "queue",
+]
 REMOTE = "https://bench.example/poimen/bench.git"
 REPO_ID = "bench.example/poimen/bench"
 PROJECT = "bench"
@@ -105,7 +141,9 @@ def build_repo(root: Path, size: Size, seed: int = 7) -> list[CommitRecord]:
         counter += 1
         return _line(rng, counter)
 
-    modules = {f"src/mod_{k:02d}.rs": [fresh() for _ in range(size.file_lines)] for k in range(size.files)}
+    modules = {
+        f"src/mod_{k:02d}.rs": [fresh() for _ in range(size.file_lines)] for k in range(size.files)
+    }
     big = [fresh() for _ in range(size.big_lines)]
     big_path = BIG_OLD
     records: list[CommitRecord] = []
@@ -116,7 +154,9 @@ def build_repo(root: Path, size: Size, seed: int = 7) -> list[CommitRecord]:
     assert proc.stdin is not None
     out = proc.stdin
 
-    def emit_commit(mark: int, rec: CommitRecord, files: dict[str, list[str]], extra: list[bytes]) -> None:
+    def emit_commit(
+        mark: int, rec: CommitRecord, files: dict[str, list[str]], extra: list[bytes]
+    ) -> None:
         name, email = rec.author
         msg = rec.message.encode()
         out.write(f"commit refs/heads/main\nmark :{mark}\n".encode())
@@ -167,7 +207,9 @@ def build_repo(root: Path, size: Size, seed: int = 7) -> list[CommitRecord]:
             )
         rec.changed = {path: sorted(n + 1 for n in set(changed))}
         rec.touched = {path: len(lines)}
-        rec.message = f"{rng.choice(WORDS).capitalize()} {rng.choice(WORDS)} in {path.rsplit('/', 1)[-1]}"
+        rec.message = (
+            f"{rng.choice(WORDS).capitalize()} {rng.choice(WORDS)} in {path.rsplit('/', 1)[-1]}"
+        )
         emit_commit(i + 1, rec, {path: lines}, extra)
         records.append(rec)
     out.write(b"done\n")
@@ -196,10 +238,26 @@ def node_sha(level: str, project: str, query_id: str | None, text: str) -> str:
     return hashlib.sha256(NODE_TAG + _enc(level) + _enc(project) + opt + _enc(text)).hexdigest()
 
 
-_SYLLABLES = "ka lo mi nu pe ra si to vu xe ba de fi go hu".split()
-VOCABULARY = WORDS + sorted(
-    {a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES}
-)[:4000]
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "nu",
+    "pe",
+    "ra",
+    "si",
+    "to",
+    "vu",
+    "xe",
+    "ba",
+    "de",
+    "fi",
+    "go",
+    "hu",
+]
+VOCABULARY = (
+    WORDS + sorted({a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES})[:4000]
+)
 
 
 def _text(rng: random.Random, n: int) -> str:
@@ -227,15 +285,11 @@ def load_store(dsn: str, records: list[CommitRecord], size: Size, seed: int = 11
     with connect(dsn) as conn:
         migrate(conn)
     created = "2026-08-01 00:00:00+00"
-    real_targets = [
-        (rec, path, line) for rec in records[1:] for path, lines in rec.changed.items() for line in lines
-    ]
     counts = {"l0": 0, "l1": 0, "l2": 0, "edges": 0, "anchors": 0, "commits": 0}
     with psycopg.connect(dsn, autocommit=False) as conn, conn.cursor() as cur:
         # Bulk load in dependency order; skipping per-row FK triggers needs a superuser.
-        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-            with conn.transaction():
-                cur.execute("SET LOCAL session_replication_role = replica")
+        with contextlib.suppress(psycopg.errors.InsufficientPrivilege), conn.transaction():
+            cur.execute("SET LOCAL session_replication_role = replica")
         with cur.copy(
             "COPY git_commit (project, repo, commit_sha, message, author_name, author_email,"
             " author_date) FROM STDIN"

@@ -23,9 +23,9 @@ def test_layers_are_kept() -> None:
 
 
 def test_ruff_check_and_format() -> None:
-    check = _run(sys.executable, "-m", "ruff", "check", "server", "tests")
+    check = _run(sys.executable, "-m", "ruff", "check", "server", "tests", "bench")
     assert check.returncode == 0, check.stdout
-    fmt = _run(sys.executable, "-m", "ruff", "format", "--check", "server", "tests")
+    fmt = _run(sys.executable, "-m", "ruff", "format", "--check", "server", "tests", "bench")
     assert fmt.returncode == 0, fmt.stdout
 
 
