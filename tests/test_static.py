@@ -33,3 +33,31 @@ def test_ruff_check_and_format() -> None:
 def test_mypy_strict_on_server() -> None:
     done = _run(sys.executable, "-m", "mypy")
     assert done.returncode == 0, done.stdout
+
+
+def _deptry(*args: str) -> subprocess.CompletedProcess[str]:
+    return _run(sys.executable, "-m", "deptry", *args)
+
+
+def test_dependencies_declared_in_server() -> None:
+    """Every import of server/ is a declared runtime dependency: none missing, none only there
+    through another package, no test tool, none declared and unused."""
+    done = _deptry("server")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No dependency issues found" in done.stdout + done.stderr
+
+
+def test_dependencies_declared_in_tests_and_bench() -> None:
+    """Every import of tests/ and bench/ is declared, the test extra counted as theirs."""
+    done = _deptry(
+        "tests", "bench",
+        "--known-first-party", "poimen_memory",
+        "--known-first-party", "tests",
+        "--known-first-party", "bench",
+        "--optional-dependencies-dev-groups", "dev",
+        "--exclude", r"\.venv|node_modules",
+        # Tools run as programs or plugins (ruff, mypy, pytest-asyncio, ...) are never imported.
+        "--ignore", "DEP002",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No dependency issues found" in done.stdout + done.stderr
