@@ -10,10 +10,12 @@ import threading
 
 class TcpProxy:
     """Forwards 127.0.0.1:<port> to a target; ``stop()`` drops every connection and stops
-    listening, ``start()`` listens again on the same port."""
+    listening, ``start()`` listens again on the same port. A target host that is a directory
+    is a Postgres socket directory (the embedded server listens on a Unix socket only)."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
+        self.unix = target_host.startswith("/")
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = int(probe.getsockname()[1])
@@ -49,7 +51,7 @@ class TcpProxy:
             except OSError:
                 return
             try:
-                upstream = socket.create_connection(self.target, timeout=5)
+                upstream = self._connect_upstream()
             except OSError:
                 client.close()
                 continue
@@ -57,6 +59,19 @@ class TcpProxy:
                 self._conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _connect_upstream(self) -> socket.socket:
+        if not self.unix:
+            return socket.create_connection(self.target, timeout=5)
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        upstream.settimeout(5)
+        try:
+            upstream.connect(f"{self.target[0]}/.s.PGSQL.{self.target[1]}")
+        except OSError:
+            upstream.close()
+            raise
+        upstream.settimeout(None)
+        return upstream
 
     @staticmethod
     def _pipe(source: socket.socket, sink: socket.socket) -> None:

@@ -24,6 +24,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from poimen_memory.lsp import commands
 from poimen_memory.lsp.config import _KEYS, LOG_LEVELS, MARKUP, SECTION, Config
 
+from .editors import missing, require_program
 from .lsp.conftest import PROJECT, World, server_env, world  # noqa: F401  (world: a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,14 +109,14 @@ def _run(
 @pytest.fixture(scope="module")
 def build() -> Build:
     """`npm ci`, compile, lint, test, bundle and package, in that order, each once."""
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.fail("node and npm are needed (editors/ci-setup.sh installs them)")
+    require_program("node")
+    require_program("npm")
     for stale in (EXT / "dist", EXT / "out"):
         shutil.rmtree(stale, ignore_errors=True)
     (EXT / "poimen-memory.vsix").unlink(missing_ok=True)
     result = Build()
     steps = {
-        "ci": ["npm", "ci", "--no-audit", "--no-fund"],
+        "ci": ["npm", "ci", "--no-audit", "--no-fund", "--prefer-offline", "--fetch-retries=1"],
         "compile": ["npm", "run", "compile"],
         "lint": ["npm", "run", "lint"],
         "test": ["npm", "test"],
@@ -128,7 +129,14 @@ def build() -> Build:
         result.seconds[name] = time.monotonic() - started
         if result.steps[name].returncode != 0:
             break  # later steps need this one
+    ci = result.steps["ci"]
+    if ci.returncode != 0 and _NO_REGISTRY.search(ci.stdout + ci.stderr):
+        missing("the npm registry cannot be reached and npm's cache lacks the dependencies")
     return result
+
+
+# npm's words for "no network" (the build itself needs the registry or a warm cache).
+_NO_REGISTRY = re.compile(r"ENOTFOUND|EAI_AGAIN|ENETUNREACH|ECONNREFUSED|ETIMEDOUT")
 
 
 def node(script: str, *args: str, data: object = None) -> Any:

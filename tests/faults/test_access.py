@@ -18,14 +18,14 @@ from poimen_memory.http import create_app
 from poimen_memory.lookup import build_service
 from poimen_memory.store import Store
 
-from ..conftest import ADMIN_DSN
+from ..conftest import admin_dsn
 from .conftest import PROJECT, Faults, hover_text
 
 
 @pytest.fixture(scope="module")
 def readonly_dsn(faults: Faults) -> str:
     role = f"poimen_ro_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+    with psycopg.connect(admin_dsn(), autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
     printed = faults.mem("db", "grant-readonly", role)
     assert printed.returncode == 0, printed.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -63,9 +64,8 @@ def world(tmp_path_factory: pytest.TempPathFactory, store_dsn: str) -> World:
     shim_dir = root / "bin"
     shim_dir.mkdir()
     shim_log = root / "git-calls.log"
-    real_git = subprocess.run(
-        ["which", "git"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    real_git = shutil.which("git")
+    assert real_git is not None, "git is not on PATH"
     shim = shim_dir / "git"
     shim.write_text(f'#!/bin/sh\necho "$*" >> "{shim_log}"\nexec "{real_git}" "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)

@@ -22,6 +22,7 @@ import pytest
 from poimen_memory.lsp import commands
 from poimen_memory.lsp.config import _KEYS, SECTION, parse_config
 
+from ..editors import require_program
 from .conftest import PROJECT, World
 
 EDITORS = Path(__file__).resolve().parents[2] / "editors"
@@ -111,12 +112,7 @@ EGLOT_EL = (
 
 
 def _emacs() -> str:
-    emacs = shutil.which("emacs")
-    if emacs is None:
-        pytest.fail(
-            "emacs is not installed (editors/ci-setup.sh installs emacs-nox and elpa-eglot)"
-        )
-    return emacs
+    return require_program("emacs")
 
 
 def _run(world: World, tmp_path: Path, script: str) -> dict[str, Any]:

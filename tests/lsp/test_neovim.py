@@ -3,13 +3,13 @@ attached, asks for a hover on line 42 and writes what it got to a file."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from ..editors import require_program
 from .conftest import PROJECT, World
 
 pytestmark = pytest.mark.slow
@@ -46,9 +46,7 @@ vim.cmd('qa!')
 def run_nvim(
     world: World, tmp_path: Path, lua: str, extra_env: dict[str, str] | None = None
 ) -> str:
-    nvim = shutil.which("nvim")
-    if nvim is None:
-        pytest.fail("neovim is not installed (.ci/run installs Debian's neovim package)")
+    nvim = require_program("nvim")
     script = tmp_path / "test.lua"
     script.write_text(lua)
     out = tmp_path / "out.txt"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ..editors import require_program
 from .conftest import PROJECT, World
 
 pytestmark = pytest.mark.slow
@@ -195,9 +195,7 @@ finish()
 def _run(nvim: str, world: World, tmp_path: Path, lua: str) -> dict[str, Any]:
     """Run ``lua`` in a headless Neovim (``-u NONE``) in the fixture repository; the script
     writes a JSON report to $POIMEN_NVIM_OUT."""
-    exe = shutil.which(nvim)
-    if exe is None:
-        pytest.fail(f"{nvim}: no such Neovim (editors/ci-setup.sh installs both)")
+    exe = require_program(nvim)
     outside = tmp_path / "outside" / "notes.txt"
     outside.parent.mkdir(parents=True)
     outside.write_text("not in a repository\n")
