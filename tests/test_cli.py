@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
+import psycopg
 import pytest
 
 from poimen_memory import __version__
-from poimen_memory.cli import main
+from poimen_memory.cli import build_parser, main
 from poimen_memory.domain import ProjectId
 from poimen_memory.store import Store
 
+from .conftest import admin_dsn
+from .gitrepo import kong_repo
 from .test_store import graph
 
 
@@ -24,9 +30,34 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_version_console_script() -> None:
-    done = subprocess.run(["mem", "--version"], capture_output=True, text=True, check=False)
-    assert done.returncode == 0
-    assert done.stdout.strip() == f"mem {__version__}"
+    """`mem --version` names mem, git and the Postgres in use (for bug reports)."""
+    store_dsn = admin_dsn()
+    env = {**os.environ, "POIMEN_DSN": store_dsn}
+    done = subprocess.run(
+        ["mem", "--version"], capture_output=True, text=True, check=False, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"mem {__version__}"
+    git = subprocess.run(["git", "--version"], capture_output=True, text=True, check=True)
+    assert git.stdout.strip() in lines
+    with psycopg.connect(store_dsn) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    assert row is not None
+    assert any(line.startswith(f"PostgreSQL {row[0]} (") for line in lines), lines
+    assert "from POIMEN_DSN" in done.stdout
+
+
+def test_version_with_the_store_down_still_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, out, _ = run(capsys, "--dsn", f"postgresql://u@127.0.0.1:{port}/x", "--version", "--json")
+    assert code == 0
+    body = json.loads(out)
+    assert body["mem"] == f"mem {__version__}"
+    assert body["git"].startswith("git version ")
+    assert body["postgres"].startswith("Postgres: cannot connect")
 
 
 def test_db_migrate_twice(capsys: pytest.CaptureFixture[str], empty_dsn: str) -> None:
@@ -116,3 +147,108 @@ def test_module_entry_point() -> None:
         check=False,
     )
     assert done.stdout.startswith("mem ")
+
+
+# -- CLI conventions: options after the command, examples in --help, exit codes ---------------
+
+
+def test_global_options_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from .conftest import create_database, drop_database
+
+    name, dsn = create_database("cli_options_after")
+    try:
+        code, out, err = run(capsys, "db", "migrate", "--dsn", dsn, "--json")
+        assert (code, err) == (0, ""), err
+        assert json.loads(out)["applied"]
+        code, out, _ = run(capsys, "--json", "db", "status", "--dsn", dsn)
+        assert code == 0
+        assert json.loads(out)["store"].endswith("(from --dsn)")
+        # The option before the command still counts when the command does not repeat it.
+        code, out, _ = run(capsys, "--dsn", dsn, "--json", "db", "migrate")
+        assert (code, json.loads(out)) == (0, {"applied": []})
+    finally:
+        drop_database(name)
+
+
+def test_project_after_or_before_the_command(
+    capsys: pytest.CaptureFixture[str], store_dsn: str, tmp_path: Path
+) -> None:
+    repo = kong_repo(tmp_path / "kong")
+    for argv in (
+        ["by-git", "src/kong/buffer.rs:42", "--repo", str(repo.root), "--project", "p1"],
+        ["--project", "p1", "by-git", "src/kong/buffer.rs:42", "--repo", str(repo.root)],
+    ):
+        code, out, err = run(capsys, "--dsn", store_dsn, *argv, "--json")
+        assert (code, err) == (0, ""), err
+        assert json.loads(out)["nodes"] == []
+
+
+def _leaf_commands() -> list[list[str]]:
+    parser = build_parser()
+    leaves: list[list[str]] = []
+
+    def walk(p: argparse.ArgumentParser, prefix: list[str]) -> None:
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            leaves.append(prefix)
+        for action in subs:
+            for name, child in action.choices.items():
+                walk(child, [*prefix, name])
+
+    walk(parser, [])
+    return leaves
+
+
+@pytest.mark.parametrize("argv", _leaf_commands(), ids=lambda a: " ".join(a) or "mem")
+def test_every_help_shows_an_example(argv: list[str]) -> None:
+    done = subprocess.run(
+        ["mem", *argv, "--help"], capture_output=True, text=True, check=False, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    examples = done.stdout.split("examples:\n", 1)
+    assert len(examples) == 2, done.stdout
+    first = examples[1].splitlines()[0].strip()
+    assert first.startswith(" ".join(["mem", *argv])), first
+
+
+def test_leaf_commands_cover_everything() -> None:
+    names = {" ".join(a) for a in _leaf_commands()}
+    assert {"db migrate", "db status", "by-git", "ingest", "lsp", "http", "demo"} <= names
+
+
+@pytest.mark.parametrize(
+    "case", ["outside", "root", "not-a-repo", "untracked", "escape"]
+)  # fmt: skip
+def test_paths_outside_a_repository_are_bad_input(
+    capsys: pytest.CaptureFixture[str], store_dsn: str, tmp_path: Path, case: str
+) -> None:
+    repo = kong_repo(tmp_path / "kong")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("x\n")
+    argv = {
+        "outside": ["by-git", f"{plain / 'notes.txt'}:1"],
+        "root": ["by-git", "src/kong/buffer.rs:1", "--repo", "/"],
+        "not-a-repo": ["by-commit", "abcdef12", "--repo", str(plain)],
+        "untracked": ["by-git", "src/kong/nothere.rs:1", "--repo", str(repo.root)],
+        "escape": ["by-git", "../plain/notes.txt:1", "--repo", str(repo.root)],
+    }[case]
+    code, out, err = run(capsys, "--dsn", store_dsn, "--project", "p", *argv)
+    assert code == 2, err
+    assert out == ""
+    assert err.startswith("mem: error: ")
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_ingest_outside_a_repository_is_bad_input(
+    capsys: pytest.CaptureFixture[str], store_dsn: str, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"type": "node", "level": "L1", "query_id": "q", "text": "x"}\n')
+    for repo in ("/", str(tmp_path)):
+        code, _, err = run(
+            capsys, "ingest", str(transcript), "--repo", repo, "--project", "p", "--dsn", store_dsn
+        )
+        assert code == 2, err
+        assert "not inside a git work tree" in err

@@ -36,7 +36,10 @@ from poimen_memory.gitio import (
     Blamer,
     GitError,
     GitRepo,
+    NotARepository,
+    OutsideRepository,
     UnsafeArgument,
+    Untracked,
     map_buffer_to_head,
     normalize_remote,
 )
@@ -65,6 +68,7 @@ __all__ = [
     "LookupResult",
     "LookupService",
     "Memory",
+    "NotInRepository",
     "QueryRequest",
     "StoreUnavailable",
     "build_service",
@@ -89,6 +93,14 @@ class LookupInputError(ContentError):
 
 class LookupFailed(RuntimeError):
     """The lookup could not be answered (no checkout of the repository, git failed)."""
+
+
+class NotInRepository(LookupFailed, LookupInputError):
+    """A path given by the user that is no file or directory of a git work tree: bad input
+    (exit 2, HTTP 422), and still a LookupFailed where a hover simply finds nothing."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        LookupInputError.__init__(self, field_name, message)
 
 
 def _show(value: object) -> str:
@@ -484,8 +496,9 @@ class Checkouts:
         self._by_id: dict[RepoId, Blamer] = {}
         self._lock = threading.Lock()
 
-    def add(self, path: str | Path) -> tuple[RepoId, Blamer]:
-        """Register the work tree containing ``path``; LookupFailed if there is none."""
+    def add(self, path: str | Path, field_name: str = "repo") -> tuple[RepoId, Blamer]:
+        """Register the work tree containing ``path``; NotInRepository if there is none,
+        LookupFailed if git fails."""
         try:
             repo = GitRepo.discover(path, detect_moves=self.detect_moves)
             with self._lock:
@@ -493,6 +506,8 @@ class Checkouts:
             if known is not None:
                 return known
             identity = repo.identity(self.repo_override)
+        except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
+            raise NotInRepository(field_name, str(exc).removeprefix("repo: ")) from None
         except GitError as exc:
             raise LookupFailed(str(exc)) from None
         blamer = Blamer(repo, self.cache)
@@ -506,7 +521,8 @@ class Checkouts:
             return self._by_root[repo.root]
 
     def locate(self, path: str | Path) -> tuple[RepoId, Blamer, str]:
-        """(identity, blamer, path in the tree) for a file path; LookupFailed outside a tree."""
+        """(identity, blamer, path in the tree) for a file path; NotInRepository outside a
+        tree."""
         absolute = Path(path).expanduser().absolute()
         with self._lock:
             known = [
@@ -515,9 +531,13 @@ class Checkouts:
         if known:
             identity, blamer = known[0]
         else:
-            identity, blamer = self.add(absolute if absolute.is_dir() else absolute.parent)
+            identity, blamer = self.add(
+                absolute if absolute.is_dir() else absolute.parent, field_name="file"
+            )
         try:
             return identity, blamer, blamer.repo.relpath(absolute)
+        except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
+            raise NotInRepository("file", str(exc)) from None
         except GitError as exc:
             raise LookupFailed(str(exc)) from None
 
@@ -807,6 +827,8 @@ class LookupService:
             blame = blamer.blame_file(req.file, at)
         except UnsafeArgument as exc:
             raise LookupInputError("line", str(exc).removeprefix("line: ")) from None
+        except Untracked as exc:
+            raise NotInRepository("file", str(exc)) from None
         except GitError as exc:
             raise LookupFailed(str(exc)) from None
         if req.line_start == 0:

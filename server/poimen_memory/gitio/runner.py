@@ -93,6 +93,11 @@ class GitRunner:
             raise GitFailed(_failure(args, done.returncode, done.stderr))
         return done
 
+    def version(self) -> str:
+        """``git version X.Y.Z`` of the git this runner spawns (GitNotFound if there is none)."""
+        done = self.run(Path.cwd(), ["--version"], timeout=10)
+        return done.stdout.decode("utf-8", "replace").strip()
+
     @contextmanager
     def stream(
         self, cwd: Path, args: Sequence[str], stdin: int = subprocess.DEVNULL

