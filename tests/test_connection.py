@@ -10,35 +10,52 @@ from pathlib import Path
 
 import pytest
 
-from poimen_memory.store import ConfigError, DsnSource, StoreUnavailable, connect, resolve_dsn
-from poimen_memory.store.connection import config_path, data_dir, describe_target
+from poimen_memory.errors import ConfigError, StoreUnavailable
+from poimen_memory.settings import load_settings
+from poimen_memory.store import connect
+from poimen_memory.store.connection import describe_target
 
 FLAG = "postgresql://flag@127.0.0.1/a"
 ENV = "postgresql://env@127.0.0.1/b"
 CONF = "postgresql://conf@127.0.0.1/c"
 
 
-def test_resolution_order(tmp_path: Path) -> None:
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    for name in ("POIMEN_DSN", "POIMEN_PROJECT", "POIMEN_DATA_DIR", "POIMEN_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("POIMEN_CONFIG", str(tmp_path / "missing.toml"))
+    return monkeypatch
+
+
+def test_resolution_order(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
     config = tmp_path / "config.toml"
-    config.write_text(f'dsn = "{CONF}"\n')
-    env = {"POIMEN_DSN": ENV, "POIMEN_CONFIG": str(config)}
-    r = resolve_dsn(FLAG, env)
-    assert r is not None
-    assert r.dsn == FLAG
-    assert r.source is DsnSource.FLAG
-    from_env = resolve_dsn(None, env)
-    assert from_env is not None
-    assert (from_env.dsn, from_env.source) == (ENV, DsnSource.ENV)
-    from_conf = resolve_dsn(None, {"POIMEN_CONFIG": str(config)})
-    assert from_conf is not None
-    assert (from_conf.dsn, from_conf.source) == (CONF, DsnSource.CONFIG)
-    assert resolve_dsn(None, {"POIMEN_CONFIG": str(tmp_path / "missing.toml")}) is None
+    config.write_text(f'dsn = "{CONF}"\nproject = "from-file"\n')
+    clean_env.setenv("POIMEN_DSN", ENV)
+    clean_env.setenv("POIMEN_CONFIG", str(config))
+    flagged = load_settings({"dsn": FLAG})
+    assert (flagged.dsn, flagged.origin("dsn")) == (FLAG, "--dsn")
+    from_env = load_settings({"dsn": None})
+    assert (from_env.dsn, from_env.origin("dsn")) == (ENV, "POIMEN_DSN")
+    assert (from_env.project, from_env.origin("project")) == ("from-file", f"config file {config}")
+    clean_env.delenv("POIMEN_DSN")
+    from_conf = load_settings()
+    assert (from_conf.dsn, from_conf.origin("dsn")) == (CONF, f"config file {config}")
+    clean_env.setenv("POIMEN_DSN", "")  # empty is unset
+    assert load_settings().dsn == CONF
+    clean_env.setenv("POIMEN_CONFIG", str(tmp_path / "missing.toml"))
+    nothing = load_settings()
+    assert (nothing.dsn, nothing.origin("dsn")) == (None, None)
 
 
-def test_default_paths_follow_platform_dirs(tmp_path: Path) -> None:
-    assert config_path({}).name == "config.toml"
-    assert "poimen-memory" in str(config_path({}))
-    assert data_dir({"POIMEN_DATA_DIR": str(tmp_path)}) == tmp_path
+def test_default_paths_follow_platform_dirs(tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.delenv("POIMEN_CONFIG")
+    defaults = load_settings()
+    assert defaults.config.name == "config.toml"
+    assert "poimen-memory" in str(defaults.config)
+    assert "poimen-memory" in str(defaults.cache_dir)
+    clean_env.setenv("POIMEN_DATA_DIR", str(tmp_path))
+    assert load_settings().data_dir == tmp_path
 
 
 @pytest.mark.parametrize(
@@ -47,19 +64,26 @@ def test_default_paths_follow_platform_dirs(tmp_path: Path) -> None:
         ("dsn = ", "not valid TOML"),
         ("dsn = 5\n", "dsn must be a non-empty string, got 5"),
         ('dsn = "host=x port"\n', "is not a valid connection string"),
+        ('project = "bad project"\n', "has characters outside"),
     ],
 )
-def test_bad_config_names_the_file(tmp_path: Path, content: str, message: str) -> None:
+def test_bad_config_names_the_file(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch, content: str, message: str
+) -> None:
     config = tmp_path / "config.toml"
     config.write_text(content)
+    clean_env.setenv("POIMEN_CONFIG", str(config))
     with pytest.raises(ConfigError, match=message) as info:
-        resolve_dsn(None, {"POIMEN_CONFIG": str(config)})
+        load_settings()
     assert str(config) in str(info.value)
 
 
-def test_bad_flag_dsn_is_a_config_error() -> None:
+def test_bad_flag_dsn_is_a_config_error(clean_env: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="--dsn: dsn 'host=x port' is not a valid"):
-        resolve_dsn("host=x port", {})
+        load_settings({"dsn": "host=x port"})
+    clean_env.setenv("POIMEN_DSN", "host=y port")
+    with pytest.raises(ConfigError, match="POIMEN_DSN: dsn 'host=y port' is not a valid"):
+        load_settings()
 
 
 def _free_port() -> int:

@@ -1,0 +1,7 @@
+"""``python -m poimen_memory.cli``."""
+
+import sys
+
+from poimen_memory.cli import main
+
+sys.exit(main())

@@ -1,0 +1,344 @@
+"""What each ``mem`` command does: resolve the settings, build a request, call the service,
+print. Validation lives in the request models, the settings and the ingest options."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from poimen_memory import __version__
+from poimen_memory.cli.errors import UsageError
+from poimen_memory.domain import ProjectId
+from poimen_memory.errors import ConfigError, StoreUnavailable
+from poimen_memory.gitio import GitError, GitRunner
+from poimen_memory.ingest import Format, IngestOptions, IngestRejected, IngestSummary
+from poimen_memory.ingest import ingest as run_ingest
+from poimen_memory.lookup import (
+    ByAuthorRequest,
+    ByCommitRequest,
+    ByGitRequest,
+    LookupRequest,
+    LookupResult,
+    LookupService,
+    QueryRequest,
+    build_service,
+)
+from poimen_memory.render import render_text
+from poimen_memory.settings import Settings, load_settings
+from poimen_memory.store import Store, connect, embedded_dsn, migrate
+from poimen_memory.store.connection import describe_target, server_version
+
+EXIT_BAD_INPUT = 2
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings({"dsn": args.dsn, "project": args.project})
+
+
+def _target(args: argparse.Namespace) -> tuple[str, str]:
+    """(DSN, where it came from): the configured store, else the embedded one."""
+    settings = _settings(args)
+    if settings.dsn is None:
+        return embedded_dsn(settings.data_dir), "embedded"
+    return settings.dsn, settings.origin("dsn") or "settings"
+
+
+def _where(dsn: str, source: str) -> str:
+    return f"{describe_target(dsn)} (from {source})"
+
+
+def db_migrate(args: argparse.Namespace) -> int:
+    """Apply pending schema migrations."""
+    dsn, _ = _target(args)
+    with connect(dsn) as conn:
+        applied = [f"{m.version:04d}_{m.name}" for m in migrate(conn)]
+    if args.json:
+        print(json.dumps({"applied": applied}))
+    else:
+        print("\n".join(f"applied {name}" for name in applied) or "schema is up to date")
+    return 0
+
+
+def db_grant_readonly(args: argparse.Namespace) -> int:
+    """Print (or apply) the GRANTs for a read-only role."""
+    from poimen_memory.store.access import grant_readonly, readonly_grants
+
+    dsn, _ = _target(args)
+    with connect(dsn) as conn:
+        grants = grant_readonly if args.apply else readonly_grants
+        statements = grants(conn, args.role)
+    for statement in statements:
+        print(f"{statement};")
+    if args.apply:
+        print(f"-- applied for role {args.role}", file=sys.stderr)
+    return 0
+
+
+def db_status(args: argparse.Namespace) -> int:
+    """Schema version and row counts."""
+    dsn, source = _target(args)
+    with Store(dsn, max_size=1) as store:
+        status = store.status()
+    if args.json:
+        body = {k: v for k, v in dataclasses.asdict(status).items() if k != "nodes_by_level"}
+        body = {"store": _where(dsn, source), **body}
+        body = {**dict(list(body.items())[:3]), "nodes": status.nodes_by_level, **body}
+        print(json.dumps(body, indent=2))
+        return 0
+    print(f"store           {_where(dsn, source)}")
+    if status.schema_version == 0:
+        print("schema version  none: run `mem db migrate`")
+        return 0
+    behind = "" if status.schema_version == status.latest_version else "  (run `mem db migrate`)"
+    print(f"schema version  {status.schema_version} of {status.latest_version}{behind}")
+    print(f"nodes           {' · '.join(f'{k} {n}' for k, n in status.nodes_by_level.items())}")
+    for name in ("edges", "anchors", "commits", "projects"):
+        print(f"{name:<16}{getattr(status, name)}")
+    return 0
+
+
+def _project(settings: Settings) -> ProjectId:
+    if settings.project is None:
+        raise UsageError("--project: required (or set POIMEN_PROJECT, or project in the config)")
+    return ProjectId(settings.project)
+
+
+def ingest(args: argparse.Namespace) -> int:
+    """Ingest transcripts into the store."""
+    project = _project(_settings(args))
+    options = IngestOptions(
+        project=project,
+        repo_dir=Path(args.repo),
+        repo_override=args.repo_id,
+        format=Format(args.format),
+        skip_bad=args.skip_bad,
+        budget=args.budget,
+        batch_nodes=args.batch_nodes,
+        redact=not args.no_redact,
+    )
+    dsn, _ = _target(args)
+    with Store(dsn, max_size=1) as store, _progress(args) as on_progress:
+        try:
+            summary = run_ingest([Path(p) for p in args.paths], store, options, on_progress)
+        except IngestRejected as rejected:
+            print(
+                f"mem: error: {len(rejected.bad)} bad record(s); nothing was written "
+                "(--skip-bad writes the good ones)",
+                file=sys.stderr,
+            )
+            for record in rejected.bad:
+                print(f"  {record}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    for record in summary.skipped:
+        print(f"mem: skipped {record}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+    else:
+        _print_summary(summary, project)
+    return 0
+
+
+def _print_summary(summary: IngestSummary, project: ProjectId) -> None:
+    levels = " · ".join(f"{k} {v}" for k, v in summary.nodes_by_level.items())
+    total = sum(summary.nodes_by_level.values())
+    w = summary.written
+    print(f"ingested {summary.files} file(s) into project {project} (repo {summary.repo})")
+    print(f"  nodes    {levels}  ({w.nodes} new of {total})")
+    print(f"  edges    {summary.edges}  ({w.edges} new)")
+    print(f"  anchors  {summary.anchors}  ({w.anchors} new, {w.commits} new commits)")
+    if summary.unanchored_edits:
+        print(
+            f"  edits that could not be located at HEAD (left unanchored): "
+            f"{summary.unanchored_edits}"
+        )
+    print(f"  skipped  {len(summary.skipped)}")
+    if summary.redacted:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(summary.redacted.items()))
+        print(f"  secrets redacted: {kinds}")
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
+    if args.json or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("ingest", total=None)
+
+        def update(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total or None)
+
+        yield update
+
+
+# -- lookups ----------------------------------------------------------------------------------
+
+_BodyOf = Callable[[argparse.Namespace, LookupService], dict[str, Any]]
+
+
+def _lookup(args: argparse.Namespace, model: type[LookupRequest], body_of: _BodyOf) -> int:
+    """Open the store and the checkouts, build ``model`` from the arguments, answer it."""
+    settings = _settings(args)
+    default = None if settings.project is None else ProjectId(settings.project)
+    dsn, _ = _target(args)
+    repo = getattr(args, "repo", None)
+    with Store(dsn, max_size=1) as store:
+        service = build_service(
+            store, [repo] if repo else [], default, getattr(args, "repo_id", None)
+        )
+        request = model.parse(body_of(args, service), default)
+        result = _ANSWER[model](service, request)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(render_text(result))
+    return 0
+
+
+_ANSWER: dict[type[LookupRequest], Callable[[LookupService, Any], LookupResult]] = {
+    ByGitRequest: LookupService.by_git,
+    ByCommitRequest: LookupService.by_commit,
+    ByAuthorRequest: LookupService.by_author,
+    QueryRequest: LookupService.query,
+}
+
+
+def _scope(args: argparse.Namespace, service: LookupService) -> dict[str, Any]:
+    """The repository a lookup is scoped to: --repo-id, else the identity of --repo."""
+    if args.repo_id:  # checked by the request model
+        return {"repo": args.repo_id}
+    if args.repo:
+        return {"repo": service.checkouts.identities()[0].value}
+    return {}
+
+
+def _location(args: argparse.Namespace, service: LookupService) -> dict[str, Any]:
+    """``FILE``, ``FILE:LINE`` or ``FILE:START-END`` (the last colon separates the lines) as
+    the file in its repository and the lines."""
+    path, sep, lines = args.location.rpartition(":")
+    start, dash, end = lines.partition("-")
+    numbers = sep and path and start.isdigit() and (not dash or end.isdigit())
+    if not numbers:
+        path, start = args.location, ""
+    base = Path(args.repo) if args.repo else Path.cwd()
+    identity, _, relpath = service.checkouts.locate(base / path)
+    body: dict[str, Any] = {"file": relpath, "repo": identity.value}
+    if start:
+        body.update({"lines": [int(start), int(end)]} if dash else {"line": int(start)})
+    return body | {"commit_sha": args.commit, "at": args.at}
+
+
+def by_git(args: argparse.Namespace) -> int:
+    """Memories at FILE:LINE (current lines mapped through blame)."""
+    return _lookup(args, ByGitRequest, _location)
+
+
+def by_commit(args: argparse.Namespace) -> int:
+    """Memories whose evidence is anchored in a commit."""
+    return _lookup(args, ByCommitRequest, lambda a, s: {"commit_sha": a.sha, **_scope(a, s)})
+
+
+def by_author(args: argparse.Namespace) -> int:
+    """Evidence from an author's commits."""
+    return _lookup(args, ByAuthorRequest, lambda a, s: {"author": a.author, **_scope(a, s)})
+
+
+def query(args: argparse.Namespace) -> int:
+    """Full-text search over memories."""
+    return _lookup(
+        args,
+        QueryRequest,
+        lambda a, _: {"query": a.text, "limit": a.limit, "git_repo": a.git_repo},
+    )
+
+
+# -- servers and the demo ---------------------------------------------------------------------
+
+
+def http(args: argparse.Namespace) -> int:
+    """Serve the HTTP API."""
+    import uvicorn
+
+    from poimen_memory.http import create_app, is_loopback
+
+    settings = load_settings({"dsn": args.dsn, "project": args.project, "http_token": args.token})
+    token = settings.http_token
+    if not is_loopback(args.host) and not token:
+        raise UsageError(
+            f"--host: {args.host} is reachable from other machines; set --token or "
+            "POIMEN_HTTP_TOKEN to require a bearer token"
+        )
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port: expected 1 to 65535, got {args.port}")
+    dsn, _ = _target(args)
+    default = None if settings.project is None else ProjectId(settings.project)
+    with Store(dsn) as store:
+        service = build_service(store, args.repo or [], default, args.repo_id)
+        uvicorn.run(create_app(service, token), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Build a sample repository with memories and show a hover."""
+    from poimen_memory.demo import run_demo
+
+    dsn, source = _target(args)
+    root = Path(args.dir) if args.dir else _settings(args).data_dir / "demo" / "kong"
+    result = run_demo(dsn, root.absolute())
+    cite = "src/kong/buffer.rs:42"
+    print(f"Sample repository: {result.repo}")
+    print(f"Memories stored:   project demo, {_where(dsn, source)}")
+    print(f"\nHovering {cite} in an editor shows:\n")
+    for line in result.hover.splitlines():
+        print(f"    {line}")
+    print("\nTry it yourself:")
+    print(f"    mem by-git {cite} --repo {result.repo} --project demo")
+    print(f"    mem query buffer --project demo --git-repo {result.repo_id}")
+    print()
+    print("Hook up an editor (see the README's 'Editor setup'): run `mem lsp` as a language")
+    print("server for any file type, with initializationOptions")
+    print('    {"poimenMemory": {"project": "demo"}}')
+    print(f"and open {result.repo / 'src/kong/buffer.rs'} at line 42.")
+    return 0
+
+
+def lsp(args: argparse.Namespace) -> int:
+    """Run the language server on stdio (or TCP)."""
+    from poimen_memory.lsp.server import create_server
+
+    server = create_server()
+    if args.tcp:
+        host, sep, port = args.tcp.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--tcp: expected HOST:PORT, got {args.tcp!r}")
+        server.start_tcp(host, int(port))
+    else:
+        server.start_io()
+    return 0
+
+
+def version(args: argparse.Namespace) -> int:
+    """Versions of mem, git and the Postgres in use, for bug reports (exit 0 even when one of
+    them is missing: that is worth reporting too)."""
+    try:
+        git = GitRunner().version()
+    except GitError as exc:
+        git = f"git: {exc}"
+    try:
+        dsn, source = _target(args)
+        postgres = f"{server_version(dsn)} ({describe_target(dsn)}, from {source})"
+    except (StoreUnavailable, ConfigError) as exc:
+        postgres = f"Postgres: {exc}"
+    lines = {"mem": f"mem {__version__}", "python": f"Python {sys.version.split()[0]}"}
+    lines.update(git=git, postgres=postgres)
+    print(json.dumps(lines, indent=2) if args.json else "\n".join(lines.values()))
+    return 0

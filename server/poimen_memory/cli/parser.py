@@ -1,0 +1,178 @@
+"""The argument parser of ``mem``: every command with its options and examples."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from poimen_memory.cli import commands as cmd
+from poimen_memory.cli.errors import UsageError
+from poimen_memory.ingest import Format
+
+__all__ = ["build_parser"]
+
+
+# Options accepted before the command (`mem --dsn X db migrate`) and after it (`mem db migrate
+# --dsn X`): the command's copy has no default, so it never hides the one given before.
+_DSN_HELP = "Postgres connection string (default: $POIMEN_DSN, the config file, else embedded)"
+_PROJECT_HELP = "project (default: $POIMEN_PROJECT or the config file)"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line and exit 2, not argparse's usage
+        raise UsageError(message)
+
+
+def _command(
+    commands: Any,
+    name: str,
+    help_text: str,
+    func: Callable[[argparse.Namespace], int] | None,
+    examples: Sequence[str],
+    *,
+    dsn: bool = True,
+    json_output: bool = False,
+    project: bool = False,
+) -> argparse.ArgumentParser:
+    """A subcommand with its examples in ``--help`` and the global options it takes."""
+    epilog = "examples:\n" + "\n".join(f"  {example}" for example in examples)
+    p: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help_text,
+        description=help_text[:1].upper() + help_text[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if dsn:
+        p.add_argument("--dsn", default=argparse.SUPPRESS, help=_DSN_HELP)
+    if json_output:
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    if project:
+        p.add_argument("--project", default=argparse.SUPPRESS, help=_PROJECT_HELP)
+    if func is not None:
+        p.set_defaults(func=func)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``mem``."""
+    p: argparse.ArgumentParser
+    parser = _Parser(
+        prog="mem",
+        description="poimen-memory: memories from coding-agent sessions, anchored to code.",
+        epilog="examples:\n  mem demo\n  mem by-git src/app.py:42 --json\n"
+        "  mem db migrate --dsn postgresql://me@db.example/mem\n\n"
+        "exit status: 0 ok, 1 the store or repository is unavailable, 2 bad input",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="store_true", help="show the versions of mem, git and Postgres"
+    )
+    parser.add_argument("--dsn", help=_DSN_HELP)
+    parser.add_argument("--json", action="store_true", help="print JSON (commands that can)")
+    parser.add_argument("--project", help=_PROJECT_HELP)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    db = _command(
+        commands, "db", "manage the store's schema", None,
+        ["mem db migrate", "mem db status --json"], dsn=False,
+    )  # fmt: skip
+    db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", parser_class=_Parser)
+    _command(
+        db_commands, "migrate", "apply pending schema migrations (idempotent)", cmd.db_migrate,
+        ["mem db migrate", "mem db migrate --dsn postgresql://me@db.example/mem"],
+        json_output=True,
+    )  # fmt: skip
+    _command(
+        db_commands, "status", "schema version and row counts", cmd.db_status,
+        ["mem db status", "mem db status --json --dsn postgresql://me@db.example/mem"],
+        json_output=True,
+    )  # fmt: skip
+    p = _command(
+        db_commands, "grant-readonly",
+        "print (or --apply) the GRANTs for a read-only lookup role", cmd.db_grant_readonly,
+        ["mem db grant-readonly mem_reader", "mem db grant-readonly mem_reader --apply"],
+    )  # fmt: skip
+    p.add_argument("role", metavar="ROLE", help="an existing Postgres role")
+    p.add_argument("--apply", action="store_true", help="run the GRANTs instead of printing")
+
+    p = _command(
+        commands, "ingest", "ingest agent transcripts with git context", cmd.ingest,
+        ["mem ingest ~/.claude/projects/-home-me-app --repo ~/app --project app",
+         "mem ingest notes.jsonl --format jsonl --skip-bad --json"],
+        json_output=True, project=True,
+    )  # fmt: skip
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, or directories of them")
+    p.add_argument("--repo", default=".", help="the git work tree the transcripts worked in")
+    p.add_argument("--repo-id", help="repository identity to record instead of origin's URL")
+    p.add_argument(
+        "--format", choices=[f.value for f in Format], default="auto", help="input format"
+    )
+    p.add_argument("--skip-bad", action="store_true", help="write good records, list bad ones")
+    p.add_argument("--budget", type=int, default=2048, help="tokens per L0 chunk (default 2048)")
+    p.add_argument(
+        "--batch-nodes", type=int, default=5000, help="nodes per transaction (default 5000)"
+    )
+    p.add_argument(
+        "--no-redact", action="store_true", help="keep secrets in the text (default: redact)"
+    )
+
+    p = _command(
+        commands, "by-git", "memories at FILE:LINE, through blame", cmd.by_git,
+        ["mem by-git src/app.py:42", "mem by-git src/app.py:40-60 --json --project app",
+         "mem by-git src/app.py:42 --commit 1a2b3c4d --repo ~/app"],
+        json_output=True, project=True,
+    )  # fmt: skip
+    p.add_argument("location", metavar="FILE[:LINE[-END]]", help="a file, a line or a range")
+    p.add_argument("--repo", help="work tree the path is relative to (default: the current dir)")
+    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
+    p.add_argument("--commit", help="look the lines up literally in this commit (no blame)")
+    p.add_argument("--at", help="blame as of this commit instead of HEAD")
+    p = _command(
+        commands, "by-commit", "memories anchored in a commit", cmd.by_commit,
+        ["mem by-commit 1a2b3c4d --repo ~/app", "mem by-commit 1a2b3c4d --json"],
+        json_output=True, project=True,
+    )  # fmt: skip
+    p.add_argument("sha", metavar="SHA", help="a full commit id or a unique prefix")
+    p.add_argument("--repo", help="a work tree of the repository (its identity scopes the lookup)")
+    p.add_argument("--repo-id", help="repository identity to scope the lookup to")
+    p = _command(
+        commands, "by-author", "evidence from an author's commits", cmd.by_author,
+        ["mem by-author ada@example.com --repo ~/app", "mem by-author 'Ada Lovelace' --json"],
+        json_output=True, project=True,
+    )  # fmt: skip
+    p.add_argument("author", metavar="EMAIL", help="author email or name (.mailmap applied)")
+    p.add_argument("--repo", help="a work tree of the repository (for .mailmap and scope)")
+    p.add_argument("--repo-id", help="repository identity to scope the lookup to")
+    p = _command(
+        commands, "query", "full-text search over memories", cmd.query,
+        ['mem query "retry budget"', "mem query buffer --git-repo github.com/org/app --json"],
+        json_output=True, project=True,
+    )  # fmt: skip
+    p.add_argument("text", metavar="TEXT", help="words to search for (web-search syntax)")
+    p.add_argument("--git-repo", help="cite each result by its evidence in this repository")
+    p.add_argument("--limit", type=int, default=20, help="results (1-100, default 20)")
+
+    p = _command(
+        commands, "demo", "build a sample repository with memories; show a hover", cmd.demo,
+        ["mem demo", "mem demo --dir /tmp/poimen-demo"],
+    )  # fmt: skip
+    p.add_argument("--dir", help="where to build it (default: <user data dir>/demo/kong)")
+    p = _command(
+        commands, "lsp", "run the language server (stdio by default)", cmd.lsp,
+        ["mem lsp", "mem lsp --tcp 127.0.0.1:2087"], dsn=False,
+    )  # fmt: skip
+    p.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    p = _command(
+        commands, "http", "serve the HTTP API", cmd.http,
+        ["mem http --repo ~/app --project app",
+         "mem http --host 0.0.0.0 --token \"$POIMEN_HTTP_TOKEN\" --repo ~/app"],
+        project=True,
+    )  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8750, help="port (default 8750)")
+    p.add_argument("--repo", action="append", help="a work tree to serve by-git for (repeatable)")
+    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
+    p.add_argument("--token", help="bearer token required on every request")
+    return parser

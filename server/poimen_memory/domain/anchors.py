@@ -1,0 +1,129 @@
+"""Git anchoring values: commit metadata and where an L0 node's evidence sits in a file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from poimen_memory.domain.checks import (
+    INT4_MAX,
+    ContentError,
+    check_int,
+    check_text,
+    format_timestamp,
+    parse_timestamp,
+    require_keys,
+)
+from poimen_memory.domain.ids import CommitSha, ProjectId, RepoId, Sha256Hash, check_repo_path
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """Commit metadata taken from the repository at ingest (mailmap applied to the author)."""
+
+    repo: RepoId
+    sha: CommitSha
+    message: str
+    author_name: str
+    author_email: str
+    author_date: datetime
+
+    def __post_init__(self) -> None:
+        check_text("commit.message", self.message)
+        check_text("commit.author_name", self.author_name)
+        check_text("commit.author_email", self.author_email)
+        parse_timestamp("commit.author_date", self.author_date)
+
+    @property
+    def summary(self) -> str:
+        """The first line of the message."""
+        return self.message.split("\n", 1)[0]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object form."""
+        return {
+            "repo": self.repo.value,
+            "sha": self.sha.value,
+            "message": self.message,
+            "author_name": self.author_name,
+            "author_email": self.author_email,
+            "author_date": format_timestamp(self.author_date),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> CommitInfo:
+        """Parse the JSON object form; errors name the field."""
+        o = require_keys(
+            "commit", obj, ("repo", "sha", "message", "author_name", "author_email", "author_date")
+        )
+        return cls(
+            repo=RepoId(o["repo"]),
+            sha=CommitSha(o["sha"]),
+            message=o["message"],
+            author_name=o["author_name"],
+            author_email=o["author_email"],
+            author_date=parse_timestamp("commit.author_date", o["author_date"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Where an L0 node's evidence sits: lines of ``file`` in ``commit``'s version of it.
+
+    ``line_start == line_end == 0`` anchors the whole file. Lines are 1-based, inclusive.
+    """
+
+    project: ProjectId
+    node: Sha256Hash
+    repo: RepoId
+    commit: CommitSha
+    file: str
+    line_start: int
+    line_end: int
+
+    def __post_init__(self) -> None:
+        check_repo_path("file", self.file)
+        check_int("line_start", self.line_start, 0, INT4_MAX)
+        check_int("line_end", self.line_end, 0, INT4_MAX)
+        if (self.line_start == 0) != (self.line_end == 0):
+            raise ContentError(
+                f"line_end: whole-file anchors have line_start = line_end = 0, "
+                f"got {self.line_start}..{self.line_end}"
+            )
+        if self.line_end < self.line_start:
+            raise ContentError(f"line_end: {self.line_end} is before line_start {self.line_start}")
+
+    def covers(self, line: int) -> bool:
+        """Whether ``line`` (1-based, in the anchor's commit) falls in the anchor."""
+        return self.line_start == 0 or self.line_start <= line <= self.line_end
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object form."""
+        return {
+            "project": self.project.value,
+            "node": self.node.value,
+            "repo": self.repo.value,
+            "commit_sha": self.commit.value,
+            "file": self.file,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> Anchor:
+        """Parse the JSON object form; errors name the field."""
+        o = require_keys(
+            "anchor",
+            obj,
+            ("project", "node", "repo", "commit_sha", "file", "line_start", "line_end"),
+        )
+        return cls(
+            project=ProjectId(o["project"]),
+            node=Sha256Hash(o["node"]),
+            repo=RepoId(o["repo"]),
+            commit=CommitSha(o["commit_sha"]),
+            file=o["file"],
+            line_start=o["line_start"],
+            line_end=o["line_end"],
+        )

@@ -1,0 +1,116 @@
+"""The local work trees a process knows, by repository identity, each with its Blamer."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from poimen_memory.domain import ContentError, ProjectId, RepoId
+from poimen_memory.gitio import (
+    BlameCache,
+    Blamer,
+    GitError,
+    GitRepo,
+    NotARepository,
+    OutsideRepository,
+    UnsafeArgument,
+)
+from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
+
+__all__ = ["Checkouts", "project_for"]
+
+
+class Checkouts:
+    """The local work trees this process knows, by repository identity, each with a Blamer."""
+
+    def __init__(
+        self, cache: BlameCache, repo_override: str | None = None, detect_moves: bool = False
+    ) -> None:
+        self.cache = cache
+        self.repo_override = repo_override
+        self.detect_moves = detect_moves
+        self._by_root: dict[Path, tuple[RepoId, Blamer]] = {}
+        self._by_id: dict[RepoId, Blamer] = {}
+        self._lock = threading.Lock()
+
+    def add(self, path: str | Path, field_name: str = "repo") -> tuple[RepoId, Blamer]:
+        """Register the work tree containing ``path``; NotInRepository if there is none,
+        LookupFailed if git fails."""
+        try:
+            repo = GitRepo.discover(path, detect_moves=self.detect_moves)
+            with self._lock:
+                known = self._by_root.get(repo.root)
+            if known is not None:
+                return known
+            identity = repo.identity(self.repo_override)
+        except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
+            raise NotInRepository(field_name, str(exc).removeprefix("repo: ")) from None
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
+        blamer = Blamer(repo, self.cache)
+        try:
+            repo.blame_settings()  # reads blame config now, not on the first hover
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
+        with self._lock:
+            self._by_root.setdefault(repo.root, (identity, blamer))
+            self._by_id.setdefault(identity, blamer)
+            return self._by_root[repo.root]
+
+    def locate(self, path: str | Path) -> tuple[RepoId, Blamer, str]:
+        """(identity, blamer, path in the tree) for a file path; NotInRepository outside a
+        tree."""
+        absolute = Path(path).expanduser().absolute()
+        with self._lock:
+            known = [
+                entry for root, entry in self._by_root.items() if absolute.is_relative_to(root)
+            ]
+        if known:
+            identity, blamer = known[0]
+        else:
+            identity, blamer = self.add(
+                absolute if absolute.is_dir() else absolute.parent, field_name="file"
+            )
+        try:
+            return identity, blamer, blamer.repo.relpath(absolute)
+        except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
+            raise NotInRepository("file", str(exc)) from None
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
+
+    def blamer(self, repo: RepoId | None) -> tuple[RepoId, Blamer]:
+        """The checkout of ``repo`` (or the only one known, when ``repo`` is None)."""
+        with self._lock:
+            if repo is not None:
+                found = self._by_id.get(repo)
+                if found is None:
+                    known = ", ".join(sorted(r.value for r in self._by_id)) or "none"
+                    raise LookupInputError(
+                        "repo",
+                        f"no local checkout of {repo.value!r} is known here (known: {known}); "
+                        "give commit_sha for a lookup without blame",
+                    )
+                return repo, found
+            if len(self._by_id) == 1:
+                return next(iter(self._by_id.items()))
+        raise LookupInputError(
+            "repo",
+            "required: this server knows several checkouts, or none"
+            if self._by_id
+            else "required: no local checkout is known; give commit_sha for a lookup without blame",
+        )
+
+    def identities(self) -> list[RepoId]:
+        """Identities of the known checkouts."""
+        with self._lock:
+            return sorted(self._by_id)
+
+
+def project_for(repo: RepoId) -> ProjectId:
+    """The project a repository's memories go to when none is configured: its last path
+    segment (``github.com/org/poimen`` -> ``poimen``)."""
+    name = repo.value.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        return ProjectId(name)
+    except ContentError:
+        return ProjectId("default")

@@ -1,0 +1,314 @@
+"""The lookup requests, defined once: pydantic models that every surface validates through.
+
+HTTP (FastAPI) takes them as bodies and publishes their JSON Schema, the LSP commands and the
+CLI build them, so a bad value gets the same words everywhere: ``field: what is wrong, got
+value``. Each field's rule and its schema sit side by side in one annotated type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+
+from poimen_memory.domain import ContentError, ProjectId, RepoId, check_repo_path
+from poimen_memory.gitio import GitError, normalize_remote
+from poimen_memory.lookup.errors import LookupInputError
+
+__all__ = [
+    "DEFAULT_ANCHOR_LIMIT",
+    "DEFAULT_QUERY_LIMIT",
+    "MAX_ANCHOR_LIMIT",
+    "MAX_LINE",
+    "MAX_QUERY_LIMIT",
+    "ByAuthorRequest",
+    "ByCommitRequest",
+    "ByGitRequest",
+    "LookupRequest",
+    "QueryRequest",
+    "input_error",
+]
+
+MAX_LINE = 2**31 - 1
+DEFAULT_ANCHOR_LIMIT = 500
+MAX_ANCHOR_LIMIT = 10_000
+DEFAULT_QUERY_LIMIT = 20
+MAX_QUERY_LIMIT = 100
+_MAX_QUERY_TEXT = 1000
+_COMMIT_PREFIX = "^[0-9a-fA-F]{4,64}$"
+_IDENT = "^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$"
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _text(limit: int) -> Callable[[object], str]:
+    """A non-empty string of at most ``limit`` characters, no NUL, valid Unicode."""
+
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"expected a non-empty string, got {_show(value)}")
+        if len(value) > limit:
+            raise ValueError(f"longer than {limit} characters")
+        if "\x00" in value:
+            raise ValueError("contains a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("not valid Unicode text (lone surrogate)") from None
+        return value
+
+    return check
+
+
+def _project(value: object) -> ProjectId:
+    if isinstance(value, ProjectId):
+        return value
+    try:
+        return ProjectId(value)  # type: ignore[arg-type]  # checked by ProjectId itself
+    except ContentError as exc:
+        raise ValueError(str(exc).removeprefix("project: ")) from None
+
+
+def _repo(value: object) -> RepoId:
+    if isinstance(value, RepoId):
+        return value
+    text = _text(512)(value)
+    try:
+        return normalize_remote(text)
+    except GitError as exc:
+        raise ValueError(str(exc).removeprefix("repo: ")) from None
+
+
+def _file(value: object) -> str:
+    try:
+        return check_repo_path("file", value)
+    except ContentError as exc:
+        raise ValueError(str(exc).removeprefix("file: ")) from None
+
+
+def _commit_prefix(value: object) -> str:
+    if not isinstance(value, str) or not (4 <= len(value) <= 64) or not _is_hex(value):
+        raise ValueError(f"expected 4 to 64 hex digits, got {_show(value)}")
+    return value.lower()
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def _line_number(minimum: int) -> Callable[[object], int]:
+    def check(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {_show(value)}")
+        if not minimum <= value <= MAX_LINE:
+            raise ValueError(f"expected a line number >= {minimum}, got {value}")
+        return value
+
+    return check
+
+
+def _range(maximum: int) -> Callable[[object], int]:
+    """A limit from 1 to ``maximum``; digits in a string count (query parameters)."""
+
+    def check(value: object) -> int:
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+            raise ValueError(f"expected an integer from 1 to {maximum}, got {_show(value)}")
+        return value
+
+    return check
+
+
+def _pair(value: object) -> tuple[int, int]:
+    if not (isinstance(value, list | tuple) and len(value) == 2):
+        raise ValueError(f"expected [start, end], got {_show(value)}")
+    start, end = (_at("lines", i, _line_number(1), v) for i, v in enumerate(value))
+    if end < start:
+        raise ValueError(f"end {end} is before start {start}")
+    return start, end
+
+
+class _ItemError(ValueError):
+    """A bad item of a list field, named ``field[i]``."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field_name
+
+
+def _at(name: str, index: int, check: Callable[[object], int], value: object) -> int:
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise _ItemError(f"{name}[{index}]", str(exc)) from None
+
+
+def _value(v: ProjectId | RepoId) -> str:
+    return v.value
+
+
+def _author(value: object) -> str:
+    return _text(320)(value).strip()
+
+
+def _string(max_length: int, pattern: str | None = None) -> WithJsonSchema:
+    schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": max_length}
+    if pattern is not None:
+        schema["pattern"] = pattern
+    return WithJsonSchema(schema)
+
+
+def _integer(minimum: int, maximum: int) -> WithJsonSchema:
+    return WithJsonSchema({"type": "integer", "minimum": minimum, "maximum": maximum})
+
+
+# Each field type: our check (with our words), then the JSON Schema that documents it.
+Project = Annotated[
+    ProjectId,
+    PlainValidator(_project),
+    _string(128, _IDENT),
+    PlainSerializer(_value, return_type=str),
+]
+Repo = Annotated[
+    RepoId, PlainValidator(_repo), _string(512), PlainSerializer(_value, return_type=str)
+]
+RepoPath = Annotated[str, PlainValidator(_file), _string(4096)]
+CommitPrefix = Annotated[str, PlainValidator(_commit_prefix), _string(64, _COMMIT_PREFIX)]
+Line = Annotated[int, PlainValidator(_line_number(0)), _integer(0, MAX_LINE)]
+LinePair = Annotated[
+    tuple[int, int],
+    PlainValidator(_pair),
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1, "maximum": MAX_LINE},
+            "minItems": 2,
+            "maxItems": 2,
+        }
+    ),
+]
+Author = Annotated[str, PlainValidator(_author), _string(320)]
+QueryText = Annotated[str, PlainValidator(_text(_MAX_QUERY_TEXT)), _string(_MAX_QUERY_TEXT)]
+AnchorLimit = Annotated[
+    int, PlainValidator(_range(MAX_ANCHOR_LIMIT)), _integer(1, MAX_ANCHOR_LIMIT)
+]
+QueryLimit = Annotated[int, PlainValidator(_range(MAX_QUERY_LIMIT)), _integer(1, MAX_QUERY_LIMIT)]
+
+
+class LookupRequest(BaseModel):
+    """A request of any surface. ``project`` may be left out: the service then uses its
+    default project, and answers ``project: required`` when it has none."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
+
+    project: Project | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: object) -> object:
+        if isinstance(data, bytes | bytearray):  # a body sent as something other than JSON
+            raise _ItemError("body", "expected a JSON object with Content-Type: application/json")
+        if not isinstance(data, Mapping):
+            raise _ItemError("arguments", f"expected a JSON object, got {_show(data)}")
+        return data
+
+    @classmethod
+    def parse(cls, body: object, default_project: ProjectId | None = None) -> Self:
+        """Validate ``body`` (a JSON object; ``project`` defaults to ``default_project``);
+        LookupInputError names the first bad field."""
+        try:
+            request = cls.model_validate(body)
+        except ValidationError as exc:
+            raise input_error(exc.errors(include_url=False)[0]) from None
+        if request.project is None and default_project is not None:
+            return request.model_copy(update={"project": default_project})
+        return request
+
+    @classmethod
+    def from_json(cls, value: object, default_project: ProjectId | None = None) -> Self:
+        """Same as :meth:`parse` (the name the seed's API uses)."""
+        return cls.parse(value, default_project)
+
+
+def input_error(error: Mapping[str, Any], skip: int = 0) -> LookupInputError:
+    """One pydantic error (from ``ValidationError.errors()``) as ``field: message`` in our
+    words; ``skip`` leading parts of its location are not the field's (FastAPI's "body")."""
+    loc = [str(p) for p in error["loc"]][skip:]
+    field_name = loc[0] if loc else "arguments"
+    if error["type"] == "json_invalid":
+        detail = (error.get("ctx") or {}).get("error", error["msg"])
+        return LookupInputError("body", f"not valid JSON ({detail})")
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, _ItemError):
+        return LookupInputError(cause.field, str(cause))
+    if error["type"] == "missing":
+        return LookupInputError(field_name, "required")
+    if isinstance(cause, ValueError):
+        return LookupInputError(field_name, str(cause))
+    return LookupInputError(field_name, error["msg"])
+
+
+class ByGitRequest(LookupRequest):
+    """Memories at a code location: ``file`` line ``line`` or ``lines: [start, end]`` (neither,
+    or ``line: 0``: the whole file), mapped through blame; with ``commit_sha``, the lines of
+    that commit literally; with ``at``, blamed as of that commit instead of HEAD."""
+
+    file: RepoPath
+    line: Line | None = None
+    lines: LinePair | None = None
+    repo: Repo | None = None
+    commit_sha: CommitPrefix | None = None
+    at: CommitPrefix | None = None
+
+    @model_validator(mode="after")
+    def _one_of_line_or_lines(self) -> Self:
+        if self.line is not None and self.lines is not None:
+            raise _ItemError("lines", "give either line or lines, not both")
+        return self
+
+    @property
+    def line_start(self) -> int:
+        """First line (0: the whole file)."""
+        return self.lines[0] if self.lines is not None else self.line or 0
+
+    @property
+    def line_end(self) -> int:
+        """Last line (0: the whole file)."""
+        return self.lines[1] if self.lines is not None else self.line or 0
+
+
+class ByCommitRequest(LookupRequest):
+    """Every memory whose evidence is anchored in a commit (full id or unique prefix)."""
+
+    commit_sha: CommitPrefix
+    repo: Repo | None = None
+    limit: AnchorLimit = DEFAULT_ANCHOR_LIMIT
+
+
+class ByAuthorRequest(LookupRequest):
+    """Evidence from an author's commits (email or name, any case, .mailmap applied)."""
+
+    author: Author
+    repo: Repo | None = None
+    limit: AnchorLimit = DEFAULT_ANCHOR_LIMIT
+
+
+class QueryRequest(LookupRequest):
+    """Full-text search; with ``git_repo`` each result is cited by its evidence in that repo."""
+
+    query: QueryText
+    git_repo: Repo | None = None
+    limit: QueryLimit = DEFAULT_QUERY_LIMIT

@@ -1,0 +1,266 @@
+"""What lookups answer: memories with their citations, and the one JSON form of it.
+
+``LookupResult`` is what the service computes; ``LookupResponse`` is the response model every
+surface returns (the seed's node objects), published in the HTTP API's schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
+from poimen_memory.domain import CommitInfo, Level, MemoryNode, RepoId, Sha256Hash
+from poimen_memory.store import Evidence
+
+__all__ = [
+    "Citation",
+    "DocumentMemories",
+    "GitCommitOut",
+    "GitContextOut",
+    "LineMemory",
+    "LookupResponse",
+    "LookupResult",
+    "Memory",
+    "NodeOut",
+    "assemble",
+    "citation_key",
+    "citation_of",
+]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class GitCommitOut(_Out):
+    """The seed's ``git_commit``: the commit the evidence is anchored in."""
+
+    sha: str
+    message: str
+    author: str
+    author_name: str
+    date: str
+
+
+class GitContextOut(_Out):
+    """The seed's ``git_context``: where the evidence sits, with its commit."""
+
+    repo: str
+    file: str
+    line: int
+    line_end: int
+    commit_sha: str
+    commit_msg: str
+    author: str
+    author_name: str
+    author_date: str
+
+
+class NodeOut(_Out):
+    """The seed's node object. ``anchors`` and ``lines`` appear when there are any;
+    ``parents`` on top-level nodes only."""
+
+    sha256: str
+    level: Literal["L0", "L1", "L2"]
+    brief: str
+    text: str
+    created_at: str
+    query_id: str | None
+    run_id: str
+    git_ref: str | None
+    git_commit: GitCommitOut | None
+    git_context: GitContextOut | None
+    anchors: list[GitContextOut] | None = None
+    lines: list[int] | None = None
+    parents: list[NodeOut] | None = None
+
+    @model_serializer(mode="wrap")
+    def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        for key in ("anchors", "lines", "parents"):
+            if out.get(key) is None:
+                out.pop(key, None)
+        return out
+
+
+class LookupResponse(_Out):
+    """The answer of every lookup on every surface: the repository and the nodes, L0 evidence
+    first (newest first), then the L1 and L2 nodes above it."""
+
+    repo: str | None
+    nodes: list[NodeOut]
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A place in code that a memory's evidence is anchored to, with its commit."""
+
+    repo: RepoId
+    file: str
+    line_start: int
+    line_end: int
+    commit: CommitInfo
+
+    @property
+    def git_ref(self) -> str:
+        """``file:line``, ``file:start-end`` or ``file`` (whole file): ready to cite."""
+        if self.line_start == 0:
+            return self.file
+        if self.line_start == self.line_end:
+            return f"{self.file}:{self.line_start}"
+        return f"{self.file}:{self.line_start}-{self.line_end}"
+
+    def cite(self) -> str:
+        """``src/kong/buffer.rs:42 (commit abc1234)``."""
+        return f"{self.git_ref} (commit {self.commit.sha.short()})"
+
+    def git_commit(self) -> GitCommitOut:
+        """The seed's ``git_commit`` object."""
+        c = self.commit
+        return GitCommitOut(
+            sha=c.sha.value,
+            message=c.message,
+            author=c.author_email,
+            author_name=c.author_name,
+            date=c.author_date.isoformat(),
+        )
+
+    def git_context(self) -> GitContextOut:
+        """The seed's ``git_context`` object."""
+        c = self.commit
+        return GitContextOut(
+            repo=self.repo.value,
+            file=self.file,
+            line=self.line_start,
+            line_end=self.line_end,
+            commit_sha=c.sha.value,
+            commit_msg=c.message,
+            author=c.author_email,
+            author_name=c.author_name,
+            author_date=c.author_date.isoformat(),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A node as a lookup returns it: cited by its evidence (for L1/L2: the evidence below
+    it), with the nodes above it, each carrying the same citation."""
+
+    node: MemoryNode
+    citation: Citation | None
+    citations: tuple[Citation, ...] = ()
+    parents: tuple[Memory, ...] = ()
+    lines: tuple[int, ...] = ()  # current lines of the looked-up file it is attached to
+
+    def response(self, with_parents: bool = True) -> NodeOut:
+        """The seed's node object."""
+        c, n = self.citation, self.node
+        return NodeOut(
+            sha256=n.sha256.value,
+            level=n.level.value,
+            brief=n.brief,
+            text=n.text,
+            created_at=n.created_at.isoformat(),
+            query_id=None if n.query_id is None else n.query_id.value,
+            run_id=n.run_id.value,
+            git_ref=None if c is None else c.git_ref,
+            git_commit=None if c is None else c.git_commit(),
+            git_context=None if c is None else c.git_context(),
+            anchors=[a.git_context() for a in self.citations] or None,
+            lines=list(self.lines) or None,
+            parents=[p.response(with_parents=False) for p in self.parents]
+            if with_parents
+            else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    """The answer to any lookup: L0 evidence first (newest first), then the nodes above it."""
+
+    repo: RepoId | None
+    memories: tuple[Memory, ...]
+
+    def response(self) -> LookupResponse:
+        """The response model every surface returns."""
+        return LookupResponse(
+            repo=None if self.repo is None else self.repo.value,
+            nodes=[m.response() for m in self.memories],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON form every surface returns."""
+        return self.response().model_dump(mode="json")
+
+    @property
+    def evidence(self) -> list[Memory]:
+        """The L0 memories."""
+        return [m for m in self.memories if m.node.level is Level.L0]
+
+
+@dataclass(frozen=True, slots=True)
+class LineMemory:
+    """A memory on a line, as code lens needs it: which node, cited where (no text)."""
+
+    sha: Sha256Hash
+    citation: Citation
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentMemories:
+    """Every memory of a file, by current line (1-based), for code lens."""
+
+    repo: RepoId
+    path: str
+    by_line: dict[int, tuple[LineMemory, ...]]
+
+    @property
+    def total(self) -> int:
+        """Distinct L0 memories in the file."""
+        return len({m.sha for ms in self.by_line.values() for m in ms})
+
+
+def citation_of(e: Evidence) -> Citation:
+    return Citation(e.anchor.repo, e.anchor.file, e.anchor.line_start, e.anchor.line_end, e.commit)
+
+
+def citation_key(c: Citation) -> tuple[str, str, str, int, int]:
+    return (c.repo.value, c.commit.sha.value, c.file, c.line_start, c.line_end)
+
+
+def assemble(
+    repo: RepoId | None,
+    rows: Iterable[Evidence],
+    lines_of: Mapping[Sha256Hash, Iterable[int]] | None = None,
+) -> LookupResult:
+    """Evidence rows -> one Memory per L0 node (its matched anchors as citations) followed by
+    each node above them once, cited by the first evidence that reached it. Newest first."""
+    by_node: dict[Sha256Hash, list[Evidence]] = {}
+    for row in rows:
+        by_node.setdefault(row.node.sha256, []).append(row)
+    l0s: list[Memory] = []
+    above: dict[Sha256Hash, tuple[MemoryNode, int, Citation]] = {}
+    for sha, group in by_node.items():
+        citations = sorted(
+            {citation_key(c): c for c in map(citation_of, group)}.values(), key=citation_key
+        )
+        primary = citations[0]
+        ancestors = group[0].ancestors
+        parents = tuple(Memory(node, primary) for node, _ in ancestors)
+        lines = tuple(sorted(set(lines_of.get(sha, ()) if lines_of else ())))
+        l0s.append(Memory(group[0].node, primary, tuple(citations), parents, lines))
+        for node, depth in ancestors:
+            if node.sha256 not in above or depth < above[node.sha256][1]:
+                above[node.sha256] = (node, depth, primary)
+    l0s.sort(key=lambda m: (m.node.created_at, m.node.sha256.value), reverse=True)
+    uppers = sorted(
+        above.values(),
+        key=lambda t: (-t[0].level.rank, -t[0].created_at.timestamp(), t[0].sha256.value),
+    )
+    up_memories = [Memory(node, citation) for node, _, citation in uppers]
+    # L1 before L2 in the flat list: evidence, then what was learned from it, then synthesis.
+    up_memories.sort(key=lambda m: (m.node.level.rank, -m.node.created_at.timestamp()))
+    return LookupResult(repo, tuple(l0s + up_memories))

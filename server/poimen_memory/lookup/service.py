@@ -1,0 +1,449 @@
+"""The one lookup service behind every surface (CLI, HTTP, LSP, MCP): by git location, by
+commit, by author, by text, and every memory of a document for code lens."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cachetools import LRUCache
+
+from poimen_memory.domain import CommitSha, ProjectId, RepoId, Sha256Hash
+from poimen_memory.gitio import (
+    Blame,
+    BlameLine,
+    Blamer,
+    GitError,
+    GitRepo,
+    UnsafeArgument,
+    Untracked,
+    map_buffer_to_head,
+)
+from poimen_memory.lookup.checkouts import Checkouts, project_for
+from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
+from poimen_memory.lookup.origins import (
+    covered_lines,
+    match_evidence,
+    origin_index,
+    origin_runs,
+)
+from poimen_memory.lookup.requests import (
+    MAX_LINE,
+    ByAuthorRequest,
+    ByCommitRequest,
+    ByGitRequest,
+    LookupRequest,
+    QueryRequest,
+)
+from poimen_memory.lookup.results import (
+    Citation,
+    DocumentMemories,
+    LineMemory,
+    LookupResult,
+    Memory,
+    assemble,
+    citation_key,
+    citation_of,
+)
+from poimen_memory.store import Store
+
+__all__ = ["CACHE_SIZES", "LookupService"]
+
+_K = TypeVar("_K", bound=tuple[Any, ...])
+
+# Every in-memory cache of the service, by name, with its bound (entries).
+CACHE_SIZES = {
+    "documents": 8,  # a document's memories are big; the lenses built from them are kept
+    "buffer_maps": 16,  # buffer line -> HEAD line, per (file, HEAD, buffer text)
+    "hovers": 4096,  # answers per blame origin
+    "digests": 64,  # sha256 of buffer texts
+}
+
+
+@dataclass
+class LookupService:
+    """Every lookup, over one store and the known checkouts."""
+
+    store: Store
+    checkouts: Checkouts
+    default_project: ProjectId | None = None
+
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # All behind self._lock; keyed by project and repo where the answer depends on them.
+        self._docs: LRUCache[tuple[ProjectId, RepoId, str, CommitSha], DocumentMemories] = LRUCache(
+            CACHE_SIZES["documents"]
+        )
+        self._maps: LRUCache[tuple[str, CommitSha, int], list[int | None]] = LRUCache(
+            CACHE_SIZES["buffer_maps"]
+        )
+        self._hovers: LRUCache[
+            tuple[ProjectId, RepoId, CommitSha, str, int], LookupResult | None
+        ] = LRUCache(CACHE_SIZES["hovers"])
+        self._digests: LRUCache[tuple[str, int, int], str] = LRUCache(CACHE_SIZES["digests"])
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
+
+    # -- editor lookups ---------------------------------------------------------------------
+
+    def _open_file(
+        self, path: str | Path, max_bytes: int | None
+    ) -> tuple[RepoId, Blamer, str, CommitSha, str] | None:
+        """(identity, blamer, path in tree, HEAD, HEAD text) of a file worth blaming, or None
+        for a file outside any repository, untracked, binary or over ``max_bytes``."""
+        try:
+            repo_id, blamer, rel = self.checkouts.locate(path)
+            head = blamer.repo.head()
+            data = blamer.head_blob(rel, head)
+        except (LookupFailed, GitError):
+            return None
+        if not _worth_blaming(blamer.repo, data, max_bytes):
+            return None
+        return repo_id, blamer, rel, head, data.decode("utf-8", "replace")
+
+    def _buffer_to_head(
+        self, rel: str, head: CommitSha, head_text: str, buffer_text: str | None
+    ) -> list[int | None] | None:
+        """Buffer line (0-based) -> HEAD line; None when the buffer is HEAD's text."""
+        if buffer_text is None or buffer_text == head_text:
+            return None
+        key = (rel, head, hash(buffer_text))
+        with self._lock:
+            hit = self._maps.get(key)
+        if hit is None:
+            hit = map_buffer_to_head(head_text, buffer_text)
+            with self._lock:
+                self._maps[key] = hit
+        return hit
+
+    def hover(
+        self,
+        path: str | Path,
+        line: int,
+        buffer_text: str | None = None,
+        project: ProjectId | None = None,
+        max_bytes: int | None = None,
+    ) -> LookupResult | None:
+        """The memories of one buffer line (1-based): mapped to HEAD in process, then through
+        blame to its origin. None for a line without memories or one typed in the buffer.
+
+        A buffer whose text is HEAD's (recognised by its hash) needs no blob; on a cold file
+        the blob is read while ``git blame -L`` runs, so the first hover costs one blame."""
+        try:
+            repo_id, blamer, rel = self.checkouts.locate(path)
+            head = blamer.repo.head()
+        except (LookupFailed, GitError):
+            return None
+        head_line: int | None = line
+        if buffer_text is not None:
+            digest = self._digest(rel, buffer_text)
+            known = blamer.text_sha(rel, head)
+            if known != digest:
+                # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
+                speculative = (
+                    self._pool.submit(blamer.origin, rel, line, head) if known is None else None
+                )
+                try:
+                    data = blamer.head_blob(rel, head)
+                except GitError:
+                    if speculative is not None:
+                        speculative.cancel()
+                    return None
+                if not _worth_blaming(blamer.repo, data, max_bytes):
+                    return None
+                if speculative is not None and blamer.text_sha(rel, head) == digest:
+                    try:
+                        return self._answer(
+                            blamer, repo_id, rel, head, line, line, project, speculative.result()
+                        )
+                    except GitError:
+                        return None
+                mapping = self._buffer_to_head(
+                    rel, head, data.decode("utf-8", "replace"), buffer_text
+                )
+                if mapping is not None:
+                    head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
+        if head_line is None:
+            return None
+        try:
+            origin = blamer.origin(rel, head_line, head, warm=True)
+        except GitError:
+            return None
+        return self._answer(blamer, repo_id, rel, head, line, head_line, project, origin)
+
+    def _digest(self, rel: str, text: str) -> str:
+        """sha256 of a buffer's text, remembered per text (str hashes are cached on the
+        object, so a warm hover does not rehash a large buffer)."""
+        key = (rel, len(text), hash(text))
+        with self._lock:
+            found = self._digests.get(key)
+        if found is None:
+            found = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+            with self._lock:
+                self._digests[key] = found
+        return found
+
+    def _answer(
+        self,
+        blamer: Blamer,
+        repo_id: RepoId,
+        rel: str,
+        head: CommitSha,
+        line: int,
+        head_line: int,
+        project: ProjectId | None,
+        origin: BlameLine | None,
+    ) -> LookupResult | None:
+        blamer.warm(rel, head)
+        if origin is None:
+            return None
+        scope = project or self.default_project or project_for(repo_id)
+        key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line)
+        with self._lock:
+            if key in self._hovers:
+                return self._hovers[key]
+        rows = self.store.evidence_at_line(
+            scope, repo_id, origin.commit, origin.orig_path, origin.orig_line
+        )
+        result = assemble(repo_id, rows, {r.node.sha256: (line,) for r in rows})
+        found = result if result.memories else None
+        with self._lock:
+            self._hovers[key] = found
+        return found
+
+    def needs_blame(self, path: str | Path) -> bool:
+        """Whether a document lookup of ``path`` would run a whole-file blame (for progress)."""
+        try:
+            _, blamer, rel = self.checkouts.locate(path)
+            return blamer.cached(rel, blamer.repo.head()) is None
+        except (LookupFailed, GitError):
+            return False
+
+    def document(
+        self,
+        path: str | Path,
+        buffer_text: str | None = None,
+        project: ProjectId | None = None,
+        max_bytes: int | None = None,
+    ) -> DocumentMemories | None:
+        """Every memory of a file by buffer line (1-based): one blame and one store query per
+        (file, HEAD), remembered; unsaved edits are mapped in process, so lenses move with
+        their lines and a typed line has none."""
+        opened = self._open_file(path, max_bytes)
+        if opened is None:
+            return None
+        repo_id, blamer, rel, head, head_text = opened
+        scope = project or self.default_project or project_for(repo_id)
+        key = (scope, repo_id, rel, head)
+        with self._lock:
+            doc = self._docs.get(key)
+        if doc is None:
+            try:
+                blame = blamer.blame_file(rel, head)
+            except GitError:
+                return None
+            doc = self.for_document(scope, repo_id, blame)
+            with self._lock:
+                self._docs[key] = doc
+        mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
+        if mapping is None:
+            return doc
+        by_line: dict[int, tuple[LineMemory, ...]] = {}
+        for index, head_line in enumerate(mapping):
+            if head_line is not None and head_line in doc.by_line:
+                by_line[index + 1] = doc.by_line[head_line]
+        return DocumentMemories(repo_id, rel, by_line)
+
+    def invalidate(self, repo: RepoId | None = None, project: ProjectId | None = None) -> int:
+        """Forget every remembered answer of ``repo``/``project`` (None: any), and the buffer
+        mappings and digests; returns how many answers were dropped. Blame is not cached
+        here (gitio keys it by commit, so it never goes stale)."""
+
+        def matches(key: tuple[Any, ...]) -> bool:
+            return (repo is None or key[1] == repo) and (project is None or key[0] == project)
+
+        with self._lock:
+            dropped = _drop_where(self._docs, matches) + _drop_where(self._hovers, matches)
+            self._maps.clear()
+            self._digests.clear()
+        return dropped
+
+    # -- lookups by request -------------------------------------------------------------------
+
+    def project_of(self, req: LookupRequest) -> ProjectId:
+        """The request's project, else the service's default; ``project: required`` if none."""
+        project = req.project or self.default_project
+        if project is None:
+            raise LookupInputError("project", "required")
+        return project
+
+    def by_git(self, req: ByGitRequest) -> LookupResult:
+        """Memories at a code location: the current lines mapped through blame to their origin
+        (or, with ``commit``, the lines of that commit literally), plus the nodes above them."""
+        project = self.project_of(req)
+        if req.commit_sha is not None:
+            return self._by_git_literal(req, project)
+        repo_id, blamer = self.checkouts.blamer(req.repo)
+        try:
+            at = None if req.at is None else blamer.repo.resolve_commit(req.at)
+            if req.line_start == req.line_end and req.line_start > 0:
+                origin = blamer.origin(req.file, req.line_start, at)
+                if origin is None:
+                    raise LookupInputError(
+                        "line", f"{req.line_start} is beyond the end of {req.file}"
+                    )
+                rows = self.store.evidence_at_line(
+                    project, repo_id, origin.commit, origin.orig_path, origin.orig_line
+                )
+                return assemble(repo_id, rows, {r.node.sha256: (req.line_start,) for r in rows})
+            blame = blamer.blame_file(req.file, at)
+        except UnsafeArgument as exc:
+            raise LookupInputError("line", str(exc).removeprefix("line: ")) from None
+        except Untracked as exc:
+            raise NotInRepository("file", str(exc)) from None
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
+        if req.line_start == 0:
+            lines = range(1, len(blame.lines) + 1)
+        else:
+            if req.line_end > len(blame.lines):
+                raise LookupInputError(
+                    "lines",
+                    f"{req.line_end} is beyond the end of {req.file} ({len(blame.lines)} lines)",
+                )
+            lines = range(req.line_start, req.line_end + 1)
+        return self._from_blame(project, repo_id, blame, lines)
+
+    def _from_blame(
+        self, project: ProjectId, repo_id: RepoId, blame: Blame, lines: Iterable[int]
+    ) -> LookupResult:
+        origins = [o for o in (blame.origin(n) for n in lines) if o is not None]
+        rows = self.store.evidence_for_runs(project, repo_id, origin_runs(origins))
+        matched, lines_of = match_evidence(rows, origins)
+        return assemble(repo_id, matched, lines_of)
+
+    def _by_git_literal(self, req: ByGitRequest, project: ProjectId) -> LookupResult:
+        assert req.commit_sha is not None
+        repo = req.repo
+        commit = self._resolve_commit(project, repo, req.commit_sha)
+        if commit is None:
+            return LookupResult(repo, ())
+        if repo is None:
+            ids = self.checkouts.identities()
+            if len(ids) != 1:
+                raise LookupInputError("repo", "required for a lookup by commit_sha")
+            repo = ids[0]
+        if req.line_start == req.line_end and req.line_start > 0:
+            rows = self.store.evidence_at_line(project, repo, commit, req.file, req.line_start)
+            return assemble(repo, rows)
+        first, last = (1, MAX_LINE) if req.line_start == 0 else (req.line_start, req.line_end)
+        return assemble(
+            repo, self.store.evidence_for_runs(project, repo, [(commit, req.file, first, last)])
+        )
+
+    def _resolve_commit(
+        self, project: ProjectId, repo: RepoId | None, prefix: str
+    ) -> CommitSha | None:
+        if len(prefix) in (40, 64):
+            return CommitSha(prefix)
+        found = self.store.commits_by_prefix(project, repo, prefix)
+        if len(found) > 1:
+            raise LookupInputError("commit_sha", f"{prefix!r} is ambiguous; give more digits")
+        return found[0] if found else None
+
+    def by_commit(self, req: ByCommitRequest) -> LookupResult:
+        """Every L0 anchored in the commit, plus the nodes above them."""
+        project = self.project_of(req)
+        commit = self._resolve_commit(project, req.repo, req.commit_sha)
+        if commit is None:
+            return LookupResult(req.repo, ())
+        rows = self.store.evidence_for_commits(project, req.repo, [commit], req.limit)
+        return assemble(req.repo, rows)
+
+    def by_author(self, req: ByAuthorRequest) -> LookupResult:
+        """L0 evidence from the author's commits, plus the nodes above it."""
+        project = self.project_of(req)
+        authors = {req.author}
+        if req.repo is not None or len(self.checkouts.identities()) == 1:
+            try:
+                _, blamer = self.checkouts.blamer(req.repo)
+                authors |= blamer.repo.mailmap(req.author)
+            except (LookupInputError, GitError):
+                pass  # no checkout to ask: match what was stored (already mailmap-normalized)
+        rows = self.store.evidence_for_author(project, req.repo, authors, req.limit)
+        return assemble(req.repo, rows)
+
+    def query(self, req: QueryRequest) -> LookupResult:
+        """Full-text search, best first; with ``git_repo`` each result is cited by its evidence
+        in that repository (for L1/L2: the evidence they were built from)."""
+        project = self.project_of(req)
+        found = self.store.search(project, req.query, req.limit)
+        nodes = [n for n, _ in found]
+        walked = {w.node.sha256: w for w in self.store.walk_up(project, [n.sha256 for n in nodes])}
+        citations: dict[Sha256Hash, Citation] = {}
+        if req.git_repo is not None and nodes:
+            below = self.store.evidence_below(project, [n.sha256 for n in nodes])
+            l0s = {s for shas in below.values() for s in shas}
+            first: dict[Sha256Hash, Citation] = {}
+            for row in self.store.evidence_for_nodes(project, req.git_repo, l0s):
+                c = citation_of(row)
+                if row.node.sha256 not in first or citation_key(c) < citation_key(
+                    first[row.node.sha256]
+                ):
+                    first[row.node.sha256] = c
+            for n in nodes:
+                options = [first[s] for s in below.get(n.sha256, []) if s in first]
+                if options:
+                    citations[n.sha256] = min(options, key=citation_key)
+        memories = []
+        for n in nodes:
+            citation = citations.get(n.sha256)
+            parents = tuple(
+                Memory(w.node, citation) for w in walked.values() if n.sha256 in w.origins
+            )
+            memories.append(Memory(n, citation, (citation,) if citation else (), parents))
+        return LookupResult(req.git_repo, tuple(memories))
+
+    def for_document(self, project: ProjectId, repo_id: RepoId, blame: Blame) -> DocumentMemories:
+        """Every memory of a blamed file, by current line: one store query for the anchors
+        (and commits) over what blame says the lines came from; no node text is read."""
+        index = origin_index(blame.lines)
+        by_line: dict[int, list[LineMemory]] = {}
+        anchors, commits = self.store.anchors_for_runs(project, repo_id, origin_runs(blame.lines))
+        # One LineMemory per (node, commit): lenses need who and when, not each anchor.
+        shared: dict[tuple[str, str], LineMemory] = {}
+        for node, sha, file, start, end in anchors:
+            commit = commits[sha]
+            lines = covered_lines(index, commit.sha, file, start, end)
+            if not lines:
+                continue
+            memory = shared.get((node, sha))
+            if memory is None:
+                memory = shared[(node, sha)] = LineMemory(
+                    Sha256Hash(node), Citation(repo_id, file, start, end, commit)
+                )
+            for line in lines:
+                by_line.setdefault(line, []).append(memory)
+        return DocumentMemories(
+            repo_id,
+            blame.path,
+            {k: tuple(dict.fromkeys(v)) for k, v in sorted(by_line.items())},
+        )
+
+
+def _drop_where(cache: MutableMapping[_K, Any], doomed: Callable[[_K], bool]) -> int:
+    """Remove the keys ``doomed`` picks; how many went."""
+    keys = [k for k in cache if doomed(k)]
+    for k in keys:
+        del cache[k]
+    return len(keys)
+
+
+def _worth_blaming(repo: GitRepo, data: bytes, max_bytes: int | None) -> bool:
+    """A text file within the size limit (binary and oversized files get no memories)."""
+    return not repo.is_binary(data) and (max_bytes is None or len(data) <= max_bytes)
