@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,8 +21,12 @@ from poimen_memory.domain import (
     QueryId,
     RepoId,
     RunId,
+    Sha256Hash,
 )
 from poimen_memory.store import Batch, InsertCounts, Store
+from poimen_memory.store.adapters import register_domain_types
+from poimen_memory.store.queries import load_queries
+from poimen_memory.store.writes import ANCHORS, COMMITS, EDGES, NODES, Table
 
 T0 = datetime(2026, 8, 15, 10, 30, tzinfo=UTC)
 REPO = RepoId("github.com/org/poimen")
@@ -272,3 +277,73 @@ def test_a_row_changed_behind_the_store_is_refused(
         )
     with pytest.raises(ContentError, match=r"hashes to .* the row was changed outside"):
         store.get_nodes(project, [node.sha256])
+
+
+def test_evidence_brings_anchor_commit_node_and_nodes_above(
+    store: Store, project: ProjectId
+) -> None:
+    batch, n = graph(project)
+    store.insert_batch(batch)
+    [found] = store.evidence_at_line(project, REPO, C2, "src/kong/handler.rs", 11)
+    assert found.anchor == batch.anchors[1]
+    assert found.commit == commit(C2)
+    assert found.node.sha256 == n["e2"].sha256
+    # Nearest first; at one depth the newest, then by sha.
+    l1s = sorted((n["l1a"].sha256, n["l1b"].sha256))
+    assert [(a.sha256, d) for a, d in found.ancestors] == [
+        (l1s[0], 1),
+        (l1s[1], 1),
+        (n["l2"].sha256, 2),
+    ]
+    assert store.evidence_at_line(project, REPO, C2, "src/kong/handler.rs", 13) == []
+    # The limit keeps the first anchors by (commit, file, line, node).
+    limited = store.evidence_for_commits(project, None, [C2, C1], limit=1)
+    assert [e.anchor for e in limited] == [batch.anchors[0]]
+    assert store.evidence_for_runs(project, REPO, []) == []
+
+
+def test_anchors_for_runs_bring_commits_once_and_no_text(store: Store, project: ProjectId) -> None:
+    batch, n = graph(project)
+    store.insert_batch(batch)
+    runs = [(C1, "src/kong/buffer.rs", 40, 44), (C1, "src/kong/buffer.rs", 40, 44)]
+    runs.append((C2, "src/kong/handler.rs", 1, 9))
+    anchors, commits = store.anchors_for_runs(project, REPO, runs)
+    assert anchors == [(n["e1"].sha256.value, C1.value, "src/kong/buffer.rs", 42, 42)]
+    assert commits == {C1.value: commit(C1)}
+    assert store.anchors_for_runs(project, REPO, []) == ([], {})
+
+
+def test_domain_values_are_dumped_as_their_text(store_dsn: str) -> None:
+    """As query parameters, in lists, and in the text COPY of bulk writes."""
+    sha = Sha256Hash("ab" * 32)
+    values: list[Any] = [ProjectId("p-1"), QueryId("q:1"), RunId("run-1"), sha, REPO, C1, Level.L2]
+    with psycopg.connect(store_dsn) as conn:
+        register_domain_types(conn)
+        for value in values:
+            assert conn.execute("SELECT %s::text", (value,)).fetchone() == (value.value,)
+        assert conn.execute("SELECT %s::text[]", ([sha, sha],)).fetchone() == ([sha.value] * 2,)
+        conn.execute("CREATE TEMP TABLE dumped (v text)")
+        with conn.cursor() as cur, cur.copy("COPY dumped (v) FROM STDIN") as copy:
+            for value in values:
+                copy.write_row((value,))
+        stored = [r[0] for r in conn.execute("SELECT v FROM dumped").fetchall()]
+    assert stored == [v.value for v in values]
+
+
+@pytest.mark.parametrize("table", [NODES, COMMITS, EDGES, ANCHORS], ids=lambda t: t.name)
+def test_each_table_definition_names_every_written_column(store_dsn: str, table: Table) -> None:
+    with psycopg.connect(store_dsn) as conn:
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = 'public' AND table_name = %s AND is_generated = 'NEVER'"
+            " ORDER BY ordinal_position",
+            (table.name,),
+        ).fetchall()
+    assert [column for column, _ in table.columns] == [r[0] for r in rows]
+
+
+def test_no_query_is_put_inside_another() -> None:
+    """Only table names, columns and placeholders are composed into a query, never SQL."""
+    for name, text in load_queries().items():
+        fields = {field for _, field, _, _ in string.Formatter().parse(text) if field}
+        assert fields <= {"table", "stage", "columns", "values"}, name

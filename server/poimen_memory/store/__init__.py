@@ -1,13 +1,11 @@
-"""The Postgres store: schema and migrations, connection resolution, the store API."""
+"""The Postgres store: schema and migrations, connection resolution, and the store API (the
+queries of ``writes``, ``reads`` and ``evidence`` on the pool of ``connector``)."""
 
 from poimen_memory.store.connection import (
     ConfigError,
-    DsnSource,
-    ResolvedDsn,
     StoreUnavailable,
     connect,
     embedded_dsn,
-    resolve_dsn,
 )
 from poimen_memory.store.listen import NOTIFY_CHANNEL, IngestListener
 from poimen_memory.store.migrations import MigrationError, migrate
@@ -24,12 +22,10 @@ __all__ = [
     "NOTIFY_CHANNEL",
     "Batch",
     "ConfigError",
-    "DsnSource",
     "Evidence",
     "IngestListener",
     "InsertCounts",
     "MigrationError",
-    "ResolvedDsn",
     "Store",
     "StoreStatus",
     "StoreUnavailable",
@@ -37,5 +33,4 @@ __all__ = [
     "connect",
     "embedded_dsn",
     "migrate",
-    "resolve_dsn",
 ]

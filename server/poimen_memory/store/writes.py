@@ -1,0 +1,225 @@
+"""Idempotent batched writes: one transaction per batch, ``ON CONFLICT DO NOTHING``.
+
+Re-inserting a batch changes no row, and a failure leaves nothing of the batch behind. Large
+batches go through a text ``COPY`` into temporary staging tables and one ``INSERT ... SELECT``
+per table. Each table's columns are named once, in its ``Table``: the rows and every statement
+that writes them are built from that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+from psycopg import sql
+
+from poimen_memory.domain import (
+    Anchor,
+    CommitInfo,
+    ContentError,
+    Edge,
+    MemoryNode,
+    ProjectId,
+)
+from poimen_memory.store.connector import Connection, Connector
+from poimen_memory.store.queries import query
+
+__all__ = ["ANCHORS", "COMMITS", "EDGES", "NODES", "Batch", "BatchWrites", "InsertCounts", "Table"]
+
+# Above this many rows a batch is loaded with COPY (temp-table setup costs ~ms, COPY wins soon).
+COPY_THRESHOLD = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A table a batch writes: each column with the attribute of the value it is read from
+    (dotted for a nested one), in the order the statements list them."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+
+    def rows(self, values: Iterable[object]) -> list[tuple[Any, ...]]:
+        """One parameter tuple per value, in column order."""
+        # Over two or more attributes (every table has several columns) attrgetter gives tuples.
+        row = attrgetter(*(attribute for _, attribute in self.columns))
+        return [row(value) for value in values]
+
+    def statement(self, name: str) -> sql.Composed:
+        """The named write query with this table's name, staging table, columns and
+        placeholders composed in (as identifiers and placeholders, never as text)."""
+        return sql.SQL(query(name)).format(
+            table=sql.Identifier(self.name),
+            stage=sql.Identifier(f"stage_{self.name}"),
+            columns=sql.SQL(", ").join(sql.Identifier(column) for column, _ in self.columns),
+            values=sql.SQL(", ").join(sql.Placeholder() * len(self.columns)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCommit:
+    """A commit as stored: commit metadata belongs to a project like every other row."""
+
+    project: ProjectId
+    commit: CommitInfo
+
+
+NODES = Table(
+    "memory_node",
+    (
+        ("project", "project"),
+        ("sha256", "sha256"),
+        ("level", "level"),
+        ("query_id", "query_id"),
+        ("run_id", "run_id"),
+        ("t", "t"),
+        ("text", "text"),
+        ("created_at", "created_at"),
+    ),
+)
+COMMITS = Table(
+    "git_commit",
+    (
+        ("project", "project"),
+        ("repo", "commit.repo"),
+        ("commit_sha", "commit.sha"),
+        ("message", "commit.message"),
+        ("author_name", "commit.author_name"),
+        ("author_email", "commit.author_email"),
+        ("author_date", "commit.author_date"),
+    ),
+)
+EDGES = Table(
+    "memory_edge",
+    (("project", "project"), ("child_sha256", "child"), ("parent_sha256", "parent")),
+)
+ANCHORS = Table(
+    "git_anchor",
+    (
+        ("project", "project"),
+        ("node_sha256", "node"),
+        ("repo", "repo"),
+        ("commit_sha", "commit"),
+        ("file", "file"),
+        ("line_start", "line_start"),
+        ("line_end", "line_end"),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one ingest transaction writes. ``nodes``' own ``parents`` become edges too."""
+
+    nodes: Sequence[MemoryNode] = ()
+    edges: Sequence[Edge] = ()
+    commits: Sequence[CommitInfo] = ()
+    anchors: Sequence[Anchor] = ()
+
+    def all_edges(self) -> list[Edge]:
+        """Explicit edges plus those implied by each node's ``parents``, without duplicates."""
+        implied = (Edge(n.project, n.sha256, parent) for n in self.nodes for parent in n.parents)
+        return list(dict.fromkeys((*self.edges, *implied)))
+
+    @property
+    def size(self) -> int:
+        """Rows the batch may write."""
+        return len(self.nodes) + len(self.all_edges()) + len(self.commits) + len(self.anchors)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertCounts:
+    """Rows a batch actually added (0 everywhere when it was already stored)."""
+
+    nodes: int = 0
+    edges: int = 0
+    commits: int = 0
+    anchors: int = 0
+
+
+class BatchWrites:
+    """The store's writes, on its connector."""
+
+    _connector: Connector
+
+    def insert_batch(
+        self,
+        batch: Batch,
+        *,
+        use_copy: bool | None = None,
+        notify: tuple[str, str] | None = None,
+    ) -> InsertCounts:
+        """Write a batch in one transaction; idempotent. ``use_copy`` forces a path (tests).
+
+        ``notify`` is a ``(channel, payload)`` sent with ``pg_notify`` in the same
+        transaction, so listeners hear of the batch exactly when it becomes visible.
+        """
+        edges = batch.all_edges()
+        projects = (
+            {n.project for n in batch.nodes}
+            | {e.project for e in edges}
+            | {a.project for a in batch.anchors}
+        )
+        commits: list[StoredCommit] = []
+        if batch.commits:
+            if len(projects) != 1:
+                raise ContentError(
+                    "batch: commits are stored per project, so a batch with commits must hold "
+                    f"exactly one project, got {sorted(str(p) for p in projects)}"
+                )
+            commits = [StoredCommit(next(iter(projects)), c) for c in batch.commits]
+        # Parents before children: nodes and commits before the edges and anchors naming them.
+        writes = [
+            ("nodes", NODES, NODES.rows(batch.nodes)),
+            ("commits", COMMITS, COMMITS.rows(commits)),
+            ("edges", EDGES, EDGES.rows(edges)),
+            ("anchors", ANCHORS, ANCHORS.rows(batch.anchors)),
+        ]
+        if use_copy is None:  # Batch.size, counted from the rows without building edges again
+            use_copy = sum(len(rows) for _, _, rows in writes) >= COPY_THRESHOLD
+        with self._connector.connection() as conn, conn.transaction():
+            added = {count: _write(conn, table, rows, use_copy) for count, table, rows in writes}
+            _check_edge_levels(conn, edges)
+            if notify is not None:
+                channel, payload = notify
+                conn.execute(query("notify"), {"channel": channel, "payload": payload})
+        return InsertCounts(**added)
+
+
+def _write(conn: Connection, table: Table, rows: list[tuple[Any, ...]], copy: bool) -> int:
+    """Insert ``rows`` into ``table`` (by COPY into a staging table, or row by row); returns
+    how many were new."""
+    if not rows:
+        return 0
+    with conn.cursor() as cur:
+        if not copy:
+            cur.executemany(table.statement("insert_rows"), rows)
+            return max(cur.rowcount, 0)
+        cur.execute(table.statement("create_stage"))
+        with cur.copy(table.statement("copy_stage")) as stage:
+            for row in rows:
+                stage.write_row(row)
+        cur.execute(table.statement("merge_stage"))
+        return max(cur.rowcount, 0)
+
+
+def _check_edge_levels(conn: Connection, edges: list[Edge]) -> None:
+    """Refuse the batch if an edge does not point up (L0 -> L1 -> L2)."""
+    by_project: dict[ProjectId, list[Edge]] = {}
+    for edge in edges:
+        by_project.setdefault(edge.project, []).append(edge)
+    for project, group in by_project.items():
+        row = conn.execute(
+            query("edges_against_levels"),
+            {
+                "project": project,
+                "children": [e.child for e in group],
+                "parents": [e.parent for e in group],
+            },
+        ).fetchone()
+        if row is not None:
+            raise ContentError(
+                f"edge: {row['child']} ({row['child_level']}) -> {row['parent']} "
+                f"({row['parent_level']}) does not point up; edges go L0 -> L1 -> L2"
+            )
