@@ -54,6 +54,16 @@ class ShimGit:
     def blames(self) -> list[str]:
         return [c for c in self.calls() if " blame " in f" {c} "]
 
+    def commands(self) -> list[str]:
+        """The git subcommand of each call (the ``-c name=value`` pairs skipped)."""
+        out = []
+        for call in self.calls():
+            words = call.split()
+            while words[:1] == ["-c"]:
+                words = words[2:]
+            out.append(words[0])
+        return out
+
 
 @pytest.fixture
 def shim(tmp_path: Path) -> ShimGit:
@@ -189,8 +199,12 @@ def test_commit_metadata_for_many_commits_in_one_process(kong: FixtureRepo, shim
     missing = CommitSha("f" * 40)
     infos = repo.commits([*wanted, missing])
     assert set(infos) == set(wanted)
-    assert [c for c in shim.calls() if c.split()[2] == "log"] != []
-    assert len([c for c in shim.calls() if " log " in f" {c} "]) == 1
+    # GitPython's two persistent readers (headers, contents), one process for the .mailmap.
+    assert sorted(shim.commands()) == ["cat-file", "cat-file", "check-mailmap"]
+    assert repo.runner.spawned == 3
+    shim.reset()
+    assert repo.commits(wanted) == infos
+    assert shim.commands() == ["check-mailmap"]  # the readers stay up
     abc = infos[wanted[0]]
     assert (abc.message, abc.author_name, abc.author_email) == ("Increase buffer", *ALICE)
     assert abc.repo == RepoId("github.com/org/poimen")

@@ -4,40 +4,72 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
+
+from cachetools import LRUCache
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameLine
-from poimen_memory.gitio.cache import BlameCache, CacheKey
+from poimen_memory.gitio.cache import (
+    FILE_TEXTS,
+    LAST_COMMITS,
+    LINE_ORIGINS,
+    TEXT_DIGESTS,
+    WARMING,
+    BlameCache,
+    CacheKey,
+)
 from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.repo import GitRepo
 
 __all__ = ["Blamer"]
 
-_KEY_MEMO = 4096
-_TEXT_MEMO = 16
-_LINE_MEMO = 4096
+_FileAt = tuple[str, CommitSha]  # (path, revision)
 
 
 class Blamer:
     """Blames files of one repository through a BlameCache.
 
     The cache key needs the last commit that touched the file; that costs one git process
-    per (file, HEAD) and is remembered, so warm requests spawn no git at all.
+    per (file, HEAD) and is remembered, so warm requests spawn no git at all. Every layer
+    in memory is a bounded LRU (sizes in gitio.cache) behind one lock.
     """
 
     def __init__(self, repo: GitRepo, cache: BlameCache) -> None:
         self.repo = repo
         self.cache = cache
-        self._keys: OrderedDict[tuple[str, CommitSha], CommitSha] = OrderedDict()
-        self._texts: OrderedDict[tuple[str, CommitSha], bytes] = OrderedDict()
-        self._lines: OrderedDict[tuple[str, CommitSha, int], BlameLine | None] = OrderedDict()
-        self._shas: dict[tuple[str, CommitSha], str] = {}
-        self._warming: set[tuple[str, CommitSha]] = set()
         self._lock = threading.Lock()
+        self._scope: str | None = None
+        self._last: LRUCache[_FileAt, CommitSha] = LRUCache(LAST_COMMITS)
+        self._texts: LRUCache[_FileAt, bytes] = LRUCache(FILE_TEXTS)
+        self._digests: LRUCache[_FileAt, str] = LRUCache(TEXT_DIGESTS)
+        self._lines: LRUCache[tuple[str, CommitSha, int], BlameLine | None] = LRUCache(LINE_ORIGINS)
+        self._warming: LRUCache[_FileAt, bool] = LRUCache(WARMING)
 
-    def _fingerprint(self) -> str:
-        return hashlib.sha256(self.repo.blame_settings()).hexdigest()[:32]
+    def invalidate(self) -> None:
+        """Forget everything remembered in memory (after a checkout or a settings change):
+        keys, texts, digests, single lines, background blames, and the repository's HEAD
+        and blame settings. The persistent cache stays: its keys say what they depend on."""
+        with self._lock:
+            for layer in (self._last, self._texts, self._digests, self._lines, self._warming):
+                layer.clear()
+            self._scope = None
+        self.repo.invalidate()
+
+    def forget(self) -> None:
+        """The same as invalidate()."""
+        self.invalidate()
+
+    def _repo_key(self) -> str:
+        # The repository part of every cache key: its identity and where its work tree is.
+        scope = self._scope
+        if scope is None:
+            seed = f"{self.repo.identity().value}\x00{self.repo.root}"
+            scope = hashlib.sha256(seed.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+            self._scope = scope
+        return scope
+
+    def _key(self, path: str, last: CommitSha) -> CacheKey:
+        return CacheKey(self._repo_key(), path, last, self.repo.blame_fingerprint())
 
     def key(self, path: str, rev: CommitSha) -> CacheKey:
         """The cache key of ``path`` at ``rev`` (Untracked if the file is not there)."""
@@ -45,38 +77,36 @@ class Blamer:
         if last is None:
             last = self.repo.last_commit(path, rev)
             self._remember_last(path, rev, last)
-        return CacheKey(path, last, self._fingerprint())
+        return self._key(path, last)
 
     def _known_last(self, path: str, rev: CommitSha) -> CommitSha | None:
         with self._lock:
-            last = self._keys.get((path, rev))
+            last = self._last.get((path, rev))
         if last is None:
-            remembered = self.cache.head_file(path, rev)
+            remembered = self.cache.head_file(self._repo_key(), path, rev)
             if remembered is not None:
                 last = remembered[0]
                 with self._lock:
-                    self._keys[(path, rev)] = last
-                    self._shas[(path, rev)] = remembered[1]
+                    self._last[(path, rev)] = last
+                    self._digests[(path, rev)] = remembered[1]
         return last
 
     def _remember_last(self, path: str, rev: CommitSha, last: CommitSha) -> None:
         with self._lock:
-            self._keys[(path, rev)] = last
-            while len(self._keys) > _KEY_MEMO:
-                self._keys.popitem(last=False)
-            text_sha = self._shas.get((path, rev))
+            self._last[(path, rev)] = last
+            text_sha = self._digests.get((path, rev))
         if text_sha is not None:
-            self.cache.put_head_file(path, rev, last, text_sha)
+            self.cache.put_head_file(self._repo_key(), path, rev, last, text_sha)
 
     def text_sha(self, path: str, rev: CommitSha) -> str | None:
         """sha256 of the file's text at ``rev`` if known (memory or the persistent cache), so
         an unchanged buffer is recognised without reading the blob."""
         with self._lock:
-            known = self._shas.get((path, rev))
+            known = self._digests.get((path, rev))
         if known is None:
             self._known_last(path, rev)
             with self._lock:
-                known = self._shas.get((path, rev))
+                known = self._digests.get((path, rev))
         return known
 
     def cached(self, path: str, rev: CommitSha) -> Blame | None:
@@ -104,7 +134,7 @@ class Blamer:
         at = self.repo.head() if rev is None else rev
         last = self._known_last(path, at)
         if last is not None:
-            found = self.cache.line(CacheKey(path, last, self._fingerprint()), line)
+            found = self.cache.line(self._key(path, last), line)
             if found is not False:
                 assert found is None or isinstance(found, BlameLine)
                 return found
@@ -112,12 +142,9 @@ class Blamer:
             if (path, at, line) in self._lines:
                 return self._lines[(path, at, line)]
         # Blaming `at` gives the same lines as blaming the last commit touching the file.
-        partial = self.repo.blame(path, at, (line, line))
-        found_line = partial.origin(line)
+        found_line = self.repo.blame(path, at, (line, line)).origin(line)
         with self._lock:
             self._lines[(path, at, line)] = found_line
-            while len(self._lines) > _LINE_MEMO:
-                self._lines.popitem(last=False)
         if warm:
             self.warm(path, at)
         return found_line
@@ -127,14 +154,14 @@ class Blamer:
         with self._lock:
             if (path, rev) in self._warming:
                 return
-            self._warming.add((path, rev))
+            self._warming[(path, rev)] = True
 
         def run() -> None:
             try:
                 self.blame_file(path, rev)
             except GitError:
                 with self._lock:
-                    self._warming.discard((path, rev))  # let a later request try again
+                    self._warming.pop((path, rev), None)  # let a later request try again
 
         threading.Thread(target=run, name="poimen-blame", daemon=True).start()
 
@@ -143,25 +170,14 @@ class Blamer:
         process, with no git process per edit."""
         with self._lock:
             hit = self._texts.get((path, rev))
-            if hit is not None:
-                self._texts.move_to_end((path, rev))
-                return hit
+        if hit is not None:
+            return hit
         data = self.repo.blob(rev, path)
         text_sha = hashlib.sha256(data).hexdigest()
         with self._lock:
             self._texts[(path, rev)] = data
-            while len(self._texts) > _TEXT_MEMO:
-                self._texts.popitem(last=False)
-            self._shas[(path, rev)] = text_sha
-            last = self._keys.get((path, rev))
+            self._digests[(path, rev)] = text_sha
+            last = self._last.get((path, rev))
         if last is not None:
-            self.cache.put_head_file(path, rev, last, text_sha)
+            self.cache.put_head_file(self._repo_key(), path, rev, last, text_sha)
         return data
-
-    def forget(self) -> None:
-        """Drop the remembered keys and texts (after a checkout or a settings change)."""
-        with self._lock:
-            self._keys.clear()
-            self._texts.clear()
-            self._lines.clear()
-            self._shas.clear()

@@ -1,53 +1,84 @@
-"""A bounded, persistent blame cache keyed by (file, last commit that touched it).
+"""A bounded, persistent blame cache keyed by (repository, file, last commit that touched it).
 
 Blame of a file depends only on the history up to the last commit that touched it (plus the
 .mailmap and ignore-revs settings, folded into a fingerprint), so that key survives commits
 to other files and process restarts, and a commit touching the file changes the key: an
-entry is never stale. Entries live in a small SQLite file under the user cache directory
-(per machine: blame reflects the local clone and its settings, and must work while the
-memory store is down), with an in-memory LRU in front. Both are bounded; the least recently
-used entries go first.
+entry is never stale. The repository (identity and work tree) leads the key: two clones share
+commits but not their settings, replace refs or grafts. Entries live in a small SQLite file
+under the user cache directory (per machine: blame reflects the local clone and its settings,
+and must work while the memory store is down), with an in-memory LRU in front. Both are
+bounded; the least recently used entries go first.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import threading
 import time
 import zlib
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import platformdirs
+from cachetools import LRUCache
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
+from poimen_memory.settings import load_settings
 
 __all__ = ["BlameCache", "CacheKey", "default_cache_path"]
 
-_FORMAT = 1
+# The size of every cache in gitio, in one place; the least recently used entry goes first.
+DISK_BLAMES = 5000  # whole-file blames on disk per cache file (and 4x as many head_file rows)
+DISK_BYTES = 256 * 1024 * 1024  # ... and their compressed size
+MEMORY_BLAMES = 16  # decoded whole-file blames, shared by every repository of a BlameCache
+LAST_COMMITS = 4096  # per Blamer: (file, HEAD) -> last commit touching the file
+FILE_TEXTS = 16  # per Blamer: file bytes at HEAD, diffed against unsaved buffers
+TEXT_DIGESTS = 4096  # per Blamer: (file, HEAD) -> sha256 of its text
+LINE_ORIGINS = 4096  # per Blamer: single-line blames of cold hovers
+WARMING = 1024  # per Blamer: (file, HEAD) whose whole-file blame was started in background
+
+# 2: the repository joined the key (entries of format 1 are dropped, never misread).
+_FORMAT = 2
+_KEY = "repo = ? AND path = ? AND commit_sha = ? AND fingerprint = ?"
+_SCHEMA = (
+    "CREATE TABLE blame (repo TEXT NOT NULL, path TEXT NOT NULL, commit_sha TEXT NOT NULL,"
+    " fingerprint TEXT NOT NULL, used REAL NOT NULL, size INTEGER NOT NULL, data BLOB NOT NULL,"
+    " PRIMARY KEY (repo, path, commit_sha, fingerprint))",
+    "CREATE INDEX blame_used ON blame (used)",
+    # One row a line, so a hover after a restart reads one line, not a whole blame.
+    "CREATE TABLE blame_line (repo TEXT NOT NULL, path TEXT NOT NULL, commit_sha TEXT NOT NULL,"
+    " fingerprint TEXT NOT NULL, line INTEGER NOT NULL, origin TEXT NOT NULL,"
+    " orig_path TEXT NOT NULL, orig_line INTEGER NOT NULL,"
+    " PRIMARY KEY (repo, path, commit_sha, fingerprint, line)) WITHOUT ROWID",
+    # (repository, file, HEAD) -> the last commit that touched it and the hash of its text.
+    "CREATE TABLE head_file (repo TEXT NOT NULL, path TEXT NOT NULL, head TEXT NOT NULL,"
+    " last_commit TEXT NOT NULL, text_sha TEXT NOT NULL, used REAL NOT NULL,"
+    " PRIMARY KEY (repo, path, head)) WITHOUT ROWID",
+)
 
 
 def default_cache_path() -> Path:
     """``$POIMEN_CACHE_DIR/blame.sqlite3``, else under the user cache directory."""
-    override = os.environ.get("POIMEN_CACHE_DIR")
-    base = Path(override) if override else platformdirs.user_cache_path("poimen-memory")
-    return base / "blame.sqlite3"
+    return load_settings().cache_dir / "blame.sqlite3"
 
 
 @dataclass(frozen=True, slots=True)
 class CacheKey:
-    """What a cached blame depends on."""
+    """What a cached blame depends on: the repository (a digest of its identity and work
+    tree), the file, the last commit that touched it and the blame settings' fingerprint."""
 
+    repo: str
     path: str
     commit: CommitSha
     fingerprint: str
+
+    def row(self) -> tuple[str, str, str, str]:
+        """The key as SQL parameters, in the column order of the tables."""
+        return (self.repo, self.path, self.commit.value, self.fingerprint)
 
 
 def encode_blame(blame: Blame) -> bytes:
@@ -100,15 +131,15 @@ class BlameCache:
         self,
         path: Path | None,
         *,
-        max_entries: int = 5000,
-        max_bytes: int = 256 * 1024 * 1024,
-        memory_entries: int = 16,
+        max_entries: int = DISK_BLAMES,
+        max_bytes: int = DISK_BYTES,
+        memory_entries: int = MEMORY_BLAMES,
     ) -> None:
         self.path = path
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.memory_entries = memory_entries
-        self._memory: OrderedDict[CacheKey, Blame] = OrderedDict()
+        self._memory: LRUCache[CacheKey, Blame] = LRUCache(memory_entries)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         if path is not None:
@@ -119,25 +150,20 @@ class BlameCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, check_same_thread=False, timeout=5, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS blame (path TEXT NOT NULL, commit_sha TEXT NOT NULL,"
-                " fingerprint TEXT NOT NULL, used REAL NOT NULL, size INTEGER NOT NULL,"
-                " data BLOB NOT NULL, PRIMARY KEY (path, commit_sha, fingerprint))"
-            )
-            db.execute("CREATE INDEX IF NOT EXISTS blame_used ON blame (used)")
-            # One row a line, so a hover after a restart reads one line, not a whole blame.
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS blame_line (path TEXT NOT NULL, commit_sha TEXT NOT"
-                " NULL, fingerprint TEXT NOT NULL, line INTEGER NOT NULL, origin TEXT NOT NULL,"
-                " orig_path TEXT NOT NULL, orig_line INTEGER NOT NULL,"
-                " PRIMARY KEY (path, commit_sha, fingerprint, line)) WITHOUT ROWID"
-            )
-            # (file, HEAD) -> the last commit that touched it and the hash of its text there.
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS head_file (path TEXT NOT NULL, head TEXT NOT NULL,"
-                " last_commit TEXT NOT NULL, text_sha TEXT NOT NULL, used REAL NOT NULL,"
-                " PRIMARY KEY (path, head)) WITHOUT ROWID"
-            )
+            db.execute("BEGIN IMMEDIATE")  # one process at a time replaces an old format
+            try:
+                if db.execute("PRAGMA user_version").fetchone()[0] != _FORMAT:
+                    for table in ("blame", "blame_line", "head_file"):
+                        db.execute(f"DROP TABLE IF EXISTS {table}")
+                    for statement in _SCHEMA:
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {_FORMAT}")
+                db.execute("COMMIT")
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                db.close()
+                raise
             return db
         except (sqlite3.Error, OSError):
             return None  # an unusable cache directory: run with the in-memory layer only
@@ -154,26 +180,20 @@ class BlameCache:
         with self._lock:
             hit = self._memory.get(key)
             if hit is not None:
-                self._memory.move_to_end(key)
                 return hit if hit.rev == rev else _relabel(hit, rev)
             if self._db is None:
                 return None
             try:
-                row = self._db.execute(
-                    "SELECT data FROM blame WHERE path = ? AND commit_sha = ? AND fingerprint = ?",
-                    (key.path, key.commit.value, key.fingerprint),
-                ).fetchone()
+                row = self._db.execute(f"SELECT data FROM blame WHERE {_KEY}", key.row()).fetchone()
                 if row is None:
                     return None
                 self._db.execute(
-                    "UPDATE blame SET used = ?"
-                    " WHERE path = ? AND commit_sha = ? AND fingerprint = ?",
-                    (time.time(), key.path, key.commit.value, key.fingerprint),
+                    f"UPDATE blame SET used = ? WHERE {_KEY}", (time.time(), *key.row())
                 )
                 blame = decode_blame(row[0], key.path, rev)
             except (sqlite3.Error, ValueError, zlib.error, KeyError, IndexError, TypeError):
                 return None
-            self._remember(key, blame)
+            self._memory[key] = blame
             return blame
 
     def line(self, key: CacheKey, line: int) -> BlameLine | bool | None:
@@ -186,47 +206,50 @@ class BlameCache:
                 return False
             try:
                 row = self._db.execute(
-                    "SELECT origin, orig_path, orig_line FROM blame_line WHERE path = ? AND"
-                    " commit_sha = ? AND fingerprint = ? AND line = ?",
-                    (key.path, key.commit.value, key.fingerprint, line),
+                    "SELECT origin, orig_path, orig_line FROM blame_line"
+                    f" WHERE {_KEY} AND line = ?",
+                    (*key.row(), line),
                 ).fetchone()
                 if row is not None:
                     return BlameLine(line, CommitSha(row[0]), row[1], row[2])
                 present = self._db.execute(
-                    "SELECT 1 FROM blame WHERE path = ? AND commit_sha = ? AND fingerprint = ?",
-                    (key.path, key.commit.value, key.fingerprint),
+                    f"SELECT 1 FROM blame WHERE {_KEY}", key.row()
                 ).fetchone()
             except (sqlite3.Error, ValueError):
                 return False
             return None if present else False
 
-    def head_file(self, path: str, head: CommitSha) -> tuple[CommitSha, str] | None:
-        """(last commit touching ``path``, sha256 of its text) at ``head``, if remembered."""
+    def head_file(self, repo: str, path: str, head: CommitSha) -> tuple[CommitSha, str] | None:
+        """(last commit touching ``path``, sha256 of its text) at ``head`` in ``repo`` (a
+        CacheKey's repository), if remembered."""
         with self._lock:
             if self._db is None:
                 return None
             try:
                 row = self._db.execute(
-                    "SELECT last_commit, text_sha FROM head_file WHERE path = ? AND head = ?",
-                    (path, head.value),
+                    "SELECT last_commit, text_sha FROM head_file"
+                    " WHERE repo = ? AND path = ? AND head = ?",
+                    (repo, path, head.value),
                 ).fetchone()
                 return None if row is None else (CommitSha(row[0]), str(row[1]))
             except (sqlite3.Error, ValueError):
                 return None
 
-    def put_head_file(self, path: str, head: CommitSha, last: CommitSha, text_sha: str) -> None:
+    def put_head_file(
+        self, repo: str, path: str, head: CommitSha, last: CommitSha, text_sha: str
+    ) -> None:
         """Remember what head_file answers (bounded like the blames)."""
         with self._lock:
             if self._db is None:
                 return
             try:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO head_file VALUES (?, ?, ?, ?, ?)",
-                    (path, head.value, last.value, text_sha, time.time()),
+                    "INSERT OR REPLACE INTO head_file VALUES (?, ?, ?, ?, ?, ?)",
+                    (repo, path, head.value, last.value, text_sha, time.time()),
                 )
                 self._db.execute(
-                    "DELETE FROM head_file WHERE (path, head) IN (SELECT path, head FROM head_file"
-                    " ORDER BY used DESC LIMIT -1 OFFSET ?)",
+                    "DELETE FROM head_file WHERE (repo, path, head) IN (SELECT repo, path, head"
+                    " FROM head_file ORDER BY used DESC LIMIT -1 OFFSET ?)",
                     (self.max_entries * 4,),
                 )
             except sqlite3.Error:
@@ -237,36 +260,29 @@ class BlameCache:
         if not blame.complete:
             return
         with self._lock:
-            self._remember(key, blame)
+            self._memory[key] = blame
             if self._db is None:
                 return
             data = encode_blame(blame)
             try:
                 self._db.execute("BEGIN")
                 self._db.execute(
-                    "INSERT OR REPLACE INTO blame VALUES (?, ?, ?, ?, ?, ?)",
-                    (key.path, key.commit.value, key.fingerprint, time.time(), len(data), data),
+                    "INSERT OR REPLACE INTO blame VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*key.row(), time.time(), len(data), data),
                 )
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO blame_line VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO blame_line VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (key.path, key.commit.value, key.fingerprint, ln.line, ln.commit.value,
-                         ln.orig_path, ln.orig_line)
+                        (*key.row(), ln.line, ln.commit.value, ln.orig_path, ln.orig_line)
                         for ln in blame.lines
                     ],
-                )  # fmt: skip
+                )
                 self._evict()
                 self._db.execute("COMMIT")
             except sqlite3.Error:
                 # A full disk or a locked file costs a re-blame later, nothing more.
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
-
-    def _remember(self, key: CacheKey, blame: Blame) -> None:
-        self._memory[key] = blame
-        self._memory.move_to_end(key)
-        while len(self._memory) > self.memory_entries:
-            self._memory.popitem(last=False)
 
     def _evict(self) -> None:
         assert self._db is not None
@@ -275,18 +291,13 @@ class BlameCache:
         ).fetchone()
         while count > self.max_entries or total > self.max_bytes:
             row = self._db.execute(
-                "SELECT path, commit_sha, fingerprint, size FROM blame ORDER BY used LIMIT 1"
+                "SELECT repo, path, commit_sha, fingerprint, size FROM blame ORDER BY used LIMIT 1"
             ).fetchone()
             if row is None:
                 break
-            self._db.execute(
-                "DELETE FROM blame WHERE path = ? AND commit_sha = ? AND fingerprint = ?", row[:3]
-            )
-            self._db.execute(
-                "DELETE FROM blame_line WHERE path = ? AND commit_sha = ? AND fingerprint = ?",
-                row[:3],
-            )
-            count, total = count - 1, total - row[3]
+            self._db.execute(f"DELETE FROM blame WHERE {_KEY}", row[:4])
+            self._db.execute(f"DELETE FROM blame_line WHERE {_KEY}", row[:4])
+            count, total = count - 1, total - row[4]
 
     def stats(self) -> tuple[int, int]:
         """(entries on disk, bytes on disk)."""

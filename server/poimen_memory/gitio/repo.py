@@ -1,19 +1,23 @@
-"""A git work tree: discovery, identity, HEAD, blobs, commit metadata and blame.
+"""A git work tree: discovery, identity, HEAD, objects, commit metadata and blame.
 
-Every git process goes through a GitRunner (never a shell, ``--`` before paths); every value
-that reaches git's command line is validated first. Only GitError subclasses leave here.
+GitPython finds the repository, reads its configuration and refs, and reads objects through
+its persistent ``cat-file`` processes; blame and history walks run the git CLI through a
+GitRunner (never a shell, ``--`` before paths). Every value that reaches git is validated
+first. Only GitError subclasses leave here.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from poimen_memory.domain import CommitInfo, CommitSha, ContentError, RepoId, parse_timestamp
+from poimen_memory.domain import CommitInfo, CommitSha, ContentError, RepoId
 from poimen_memory.gitio.blame import Blame, parse_porcelain
+from poimen_memory.gitio.blameconfig import BlameConfig, BlameSettings
 from poimen_memory.gitio.errors import (
     BinaryFile,
     EmptyRepository,
@@ -26,15 +30,31 @@ from poimen_memory.gitio.errors import (
     Untracked,
 )
 from poimen_memory.gitio.identity import local_identity, normalize_remote
+from poimen_memory.gitio.objects import ObjectReader, tree_path_ok
+from poimen_memory.gitio.refs import FileStamp, HeadReader
 from poimen_memory.gitio.runner import GitRunner, check_not_option, finish_stream
+
+if TYPE_CHECKING:
+    import git
 
 __all__ = ["GitRepo"]
 
 _HEX_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
-_BLAME_FLAGS = ("--root",)
-# Moved and copied lines: more history kept for reorganized code, at about twice the cost.
-_MOVE_FLAGS = ("-M", "-C")
 _NUL_PROBE = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
+_CONTACT = re.compile(r"(.*?)\s*<([^>]*)>")
+_MAILMAP_BATCH = 256  # contacts per check-mailmap process: well inside any command-line limit
+
+
+def _hex_names(names: Iterable[str]) -> list[str]:
+    wanted = list(dict.fromkeys(names))
+    for name in wanted:
+        if not isinstance(name, str) or not _HEX_PREFIX.fullmatch(name):
+            raise UnsafeArgument(f"commit_sha: expected 4 to 64 hex digits, got {name!r}")
+    return wanted
+
+
+def _contact_ok(name: str, email: str) -> bool:
+    return not any(c in name + email for c in "<>\n\x00")
 
 
 @dataclass
@@ -46,9 +66,20 @@ class GitRepo:
     git_dir: Path | None = None
     common_dir: Path | None = None
     detect_moves: bool = False
+    _repo: git.Repo | None = field(default=None, repr=False)
     _identity: RepoId | None = field(default=None, repr=False)
-    _ignore_revs: list[str] | None = field(default=None, repr=False)
-    _ignore_file: Path | None = field(default=None, repr=False)
+    _config: BlameConfig | None = field(default=None, repr=False)
+    _settings: tuple[tuple[FileStamp, ...], BlameSettings] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self._repo is None:
+            from poimen_memory.gitio.gitpython import open_repository
+
+            self._repo = open_repository(self.root, self.runner)
+        self.git_dir = self.git_dir or Path(self._repo.git_dir).resolve()
+        self.common_dir = self.common_dir or Path(self._repo.common_dir).resolve()
+        self._objects = ObjectReader(self._repo)
+        self._head = HeadReader(self._repo, self.git_dir, self.common_dir)
 
     # -- discovery and identity ---------------------------------------------------------
 
@@ -60,7 +91,10 @@ class GitRepo:
         detect_moves: bool = False,
     ) -> GitRepo:
         """The work tree containing ``path`` (a file or directory); NotARepository otherwise."""
+        from poimen_memory.gitio.gitpython import open_repository
+
         runner = runner or GitRunner()
+        runner.require()  # GitPython finds repositories without git: say now if it is missing
         start = Path(path).expanduser()
         try:
             start = start.resolve()
@@ -69,19 +103,10 @@ class GitRepo:
         probe = start if start.is_dir() else start.parent
         while not probe.exists():
             probe = probe.parent
-        try:
-            done = runner.run(
-                probe, ["rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"]
-            )
-        except GitFailed:
-            raise NotARepository(f"{path} is not inside a git work tree") from None
-        out = done.stdout.decode("utf-8", "surrogateescape").splitlines()
-        if len(out) != 3 or not out[0]:
-            raise NotARepository(f"{path} is not inside a git work tree (bare repository?)")
-        top, git_dir, common = Path(out[0]).resolve(), Path(out[1]), Path(out[2])
-        common = common if common.is_absolute() else (probe / common)
+        found = open_repository(probe, runner)
+        assert found.working_tree_dir is not None
         return cls(
-            top, runner, git_dir=git_dir, common_dir=common.resolve(), detect_moves=detect_moves
+            Path(found.working_tree_dir).resolve(), runner, detect_moves=detect_moves, _repo=found
         )
 
     def identity(self, override: str | None = None) -> RepoId:
@@ -94,13 +119,12 @@ class GitRepo:
         return self._identity
 
     def _compute_identity(self) -> RepoId:
-        done = self.runner.run(
-            self.root, ["config", "--get-regexp", r"^remote\..*\.url$"], ok_codes=(0, 1)
-        )
         remotes: dict[str, str] = {}
-        for line in done.stdout.decode("utf-8", "replace").splitlines():
-            key, _, url = line.partition(" ")
-            remotes[key.removeprefix("remote.").removesuffix(".url")] = url
+        try:
+            for remote in self._gp.remotes:
+                remotes[remote.name] = str(remote.url)
+        except (ValueError, AttributeError, KeyError):
+            pass  # an unreadable remote section: fall back to the local identity
         if remotes:
             name = "origin" if "origin" in remotes else sorted(remotes)[0]
             try:
@@ -112,6 +136,21 @@ class GitRepo:
         )
         found = sorted(roots.stdout.decode("ascii", "replace").split())
         return local_identity(found[0] if found else str(self.root))
+
+    @property
+    def _gp(self) -> git.Repo:
+        assert self._repo is not None
+        return self._repo
+
+    def invalidate(self) -> None:
+        """Read HEAD, the blame configuration and the files it names from disk again."""
+        self._head.forget()
+        self._config = None
+        self._settings = None
+
+    def close(self) -> None:
+        """Stop the object reader's git processes (restarted by the next read)."""
+        self._objects.close()
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -142,12 +181,12 @@ class GitRepo:
     def head(self) -> CommitSha:
         """The commit HEAD points at (detached or not); EmptyRepository when there is none.
 
-        Read from the ref files in process when they are plain (no git process per hover);
-        anything unusual (reftable, symbolic chains) asks git.
+        Resolved in process through GitPython and remembered while the ref files are
+        unchanged (no git process per hover); anything unusual (reftable) asks git.
         """
-        fast = self._read_head_files()
-        if fast is not None:
-            return fast
+        found = self._head.commit()
+        if found is not None:
+            return found
         done = self.runner.run(
             self.root, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], ok_codes=(0, 1, 128)
         )
@@ -156,204 +195,92 @@ class GitRepo:
             raise EmptyRepository(f"the repository at {self.root} has no commits yet")
         return CommitSha(sha)
 
-    def _read_head_files(self) -> CommitSha | None:
-        if self.git_dir is None or self.common_dir is None:
-            return None
-        try:
-            head = (self.git_dir / "HEAD").read_text("ascii").strip()
-            if not head.startswith("ref: "):
-                return CommitSha(head)
-            ref = head.removeprefix("ref: ").strip()
-            if not ref.startswith("refs/") or ".." in ref:
-                return None
-            for base in (self.git_dir, self.common_dir):
-                loose = base / ref
-                if loose.is_file():
-                    return CommitSha(loose.read_text("ascii").strip())
-            packed = self.common_dir / "packed-refs"
-            if packed.is_file():
-                for line in packed.read_text("ascii").splitlines():
-                    sha, _, name = line.partition(" ")
-                    if name == ref:
-                        return CommitSha(sha)
-        except (OSError, UnicodeDecodeError, ContentError):
-            return None
-        return None  # an unborn branch or another layout: let git decide
-
     def resolve_commit(self, value: str) -> CommitSha:
         """A full commit id from a full id or a unique prefix (at least 4 hex digits)."""
-        if not isinstance(value, str) or not _HEX_PREFIX.fullmatch(value):
-            raise UnsafeArgument(f"commit_sha: expected 4 to 64 hex digits, got {value!r}")
-        done = self.runner.run(
-            self.root,
-            ["rev-parse", "--verify", "--quiet", f"{value.lower()}^{{commit}}"],
-            ok_codes=(0, 1, 128),
-        )
-        sha = done.stdout.decode("ascii", "replace").strip()
-        if done.returncode != 0 or not sha:
+        found = self.resolve_commits([value])[value]
+        if found is None:
             raise UnknownCommit(
                 f"commit_sha: {value!r} is not a commit in {self.root} (or is ambiguous)"
             )
-        return CommitSha(sha)
+        return found
+
+    def resolve_commits(self, names: Iterable[str]) -> dict[str, CommitSha | None]:
+        """Full ids for many commit ids or unique prefixes (None: unknown or ambiguous).
+        Anything but 4 to 64 hex digits is refused before git sees it."""
+        out: dict[str, CommitSha | None] = {}
+        for name in _hex_names(names):
+            found = self._objects.header(f"{name.lower()}^{{commit}}")
+            out[name] = CommitSha(found[0]) if found and found[1] == "commit" else None
+        return out
 
     def last_commit(self, path: str, rev: CommitSha) -> CommitSha:
         """The last commit at or before ``rev`` that touched ``path`` (Untracked if none)."""
         check_not_option("file", path)
-        done = self.runner.run(self.root, ["log", "-1", "--format=%H", rev.value, "--", path])
+        done = self.runner.run(self.root, ["rev-list", "-1", rev.value, "--", path])
         sha = done.stdout.decode("ascii", "replace").strip()
         if not sha:
             raise Untracked(f"{path} is not in commit {rev.short()}")
         return CommitSha(sha)
 
+    # -- objects --------------------------------------------------------------------------
+
     def blob(self, rev: CommitSha, path: str) -> bytes:
         """The bytes of ``path`` at ``rev``; Untracked when it is not there."""
         check_not_option("file", path)
-        done = self.runner.run(
-            self.root, ["cat-file", "blob", f"{rev.value}:{path}"], ok_codes=(0, 128)
-        )
-        if done.returncode != 0:
+        data = self.blobs([(rev, path)])[(rev, path)]
+        if data is None:
             raise Untracked(f"{path} is not in commit {rev.short()}")
-        return done.stdout
-
-    def existing(
-        self, specs: Iterable[tuple[CommitSha, str | None]]
-    ) -> set[tuple[CommitSha, str | None]]:
-        """Which of ``(commit, path)`` (or ``(commit, None)``) exist, in one git process."""
-        wanted = list(dict.fromkeys(specs))
-        if not wanted:
-            return set()
-        lines = []
-        for sha, path in wanted:
-            if path is not None and ("\n" in path):
-                lines.append(f"{sha.value}:missing-newline-path")
-            else:
-                lines.append(sha.value if path is None else f"{sha.value}:{path}")
-        done = self.runner.run(
-            self.root,
-            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
-            stdin=("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"),
-        )
-        answers = done.stdout.decode("utf-8", "surrogateescape").splitlines()
-        found: set[tuple[CommitSha, str | None]] = set()
-        for spec, answer in zip(wanted, answers, strict=False):
-            kind = answer.rsplit(" ", 1)[-1]
-            if (
-                not answer.endswith(" missing")
-                and kind in ("commit", "blob")
-                and (spec[1] is None) == (kind == "commit")
-            ):
-                found.add(spec)
-        return found
-
-    def resolve_commits(self, names: Iterable[str]) -> dict[str, CommitSha | None]:
-        """Full ids for many commit ids or unique prefixes, in one git process (None: unknown
-        or ambiguous). Anything but 4 to 64 hex digits is refused before git sees it."""
-        wanted = list(dict.fromkeys(names))
-        for name in wanted:
-            if not isinstance(name, str) or not _HEX_PREFIX.fullmatch(name):
-                raise UnsafeArgument(f"commit_sha: expected 4 to 64 hex digits, got {name!r}")
-        if not wanted:
-            return {}
-        done = self.runner.run(
-            self.root,
-            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
-            stdin="".join(f"{n.lower()}^{{commit}}\n" for n in wanted).encode("ascii"),
-        )
-        answers = done.stdout.decode("utf-8", "replace").splitlines()
-        out: dict[str, CommitSha | None] = {}
-        for name, answer in zip(wanted, answers, strict=False):
-            sha, _, kind = answer.partition(" ")
-            out[name] = CommitSha(sha) if kind == "commit" else None
-        for name in wanted:
-            out.setdefault(name, None)
-        return out
+        return data
 
     def blobs(
         self, specs: Iterable[tuple[CommitSha, str]]
     ) -> dict[tuple[CommitSha, str], bytes | None]:
-        """The contents of many ``(commit, path)`` in one git process (None: not there)."""
-        wanted = list(dict.fromkeys(specs))
-        if not wanted:
-            return {}
-        request = bytearray()
+        """The contents of many ``(commit, path)`` (None: not there, or not a file)."""
         out: dict[tuple[CommitSha, str], bytes | None] = {}
-        safe = []
-        for sha, path in wanted:
-            # Read from stdin, so no path can act as an option; a newline would split a line.
-            try:
-                line = f"{sha.value}:{path}\n".encode("utf-8", "surrogateescape")
-            except UnicodeEncodeError:
-                line = b""
-            if not line or "\n" in path:
-                out[(sha, path)] = None
-                continue
-            safe.append((sha, path))
-            request += line
-        wanted = safe
-        if not wanted:
-            return out
-        done = self.runner.run(self.root, ["cat-file", "--batch"], stdin=bytes(request))
-        data, pos = done.stdout, 0
-        for spec in wanted:
-            end = data.find(b"\n", pos)
-            if end < 0:
-                break
-            header = data[pos:end].split(b" ")
-            pos = end + 1
-            if len(header) == 3 and header[1] == b"blob":
-                size = int(header[2])
-                out[spec] = data[pos : pos + size]
-                pos += size + 1
-            elif len(header) == 3:
-                pos += int(header[2]) + 1  # a tree or another object: not a file
-                out[spec] = None
-            else:
-                out[spec] = None  # "<name> missing" / "ambiguous"
-        for spec in wanted:
-            out.setdefault(spec, None)
+        for sha, path in dict.fromkeys(specs):
+            found = self._objects.data(f"{sha.value}:{path}") if tree_path_ok(path) else None
+            out[(sha, path)] = found[1] if found is not None and found[0] == "blob" else None
         return out
+
+    def existing(
+        self, specs: Iterable[tuple[CommitSha, str | None]]
+    ) -> set[tuple[CommitSha, str | None]]:
+        """Which of ``(commit, path)`` (a file) or ``(commit, None)`` (a commit) exist."""
+        found: set[tuple[CommitSha, str | None]] = set()
+        for sha, path in dict.fromkeys(specs):
+            if path is not None and not tree_path_ok(path):
+                continue
+            header = self._objects.header(sha.value if path is None else f"{sha.value}:{path}")
+            if header is not None and header[1] == ("commit" if path is None else "blob"):
+                found.add((sha, path))
+        return found
 
     def commits(
         self, shas: Iterable[CommitSha], identity: RepoId | None = None
     ) -> dict[CommitSha, CommitInfo]:
-        """Metadata of many commits in one git process (.mailmap applied to the author).
+        """Metadata of many commits (.mailmap applied to the author, one git process).
 
         Commits the repository does not have are absent from the result.
         """
-        wanted = list(dict.fromkeys(shas))
-        if not wanted:
-            return {}
-        present = [s for s, _ in self.existing((s, None) for s in wanted)]
-        if not present:
+        records = [r for r in map(self._objects.commit, dict.fromkeys(s.value for s in shas)) if r]
+        if not records:
             return {}
         identity = identity or self.identity()
-        done = self.runner.run(
-            self.root,
-            [
-                "log",
-                "--no-walk=unsorted",
-                "--stdin",
-                "--format=%H%x00%aN%x00%aE%x00%aI%x00%B%x00%x1e",
-            ],
-            stdin=("\n".join(s.value for s in present) + "\n").encode("ascii"),
-        )
+        mapped = self._mailmapped([(r.author_name, r.author_email) for r in records])
         out: dict[CommitSha, CommitInfo] = {}
-        for entry in done.stdout.split(b"\x1e"):
-            fields = entry.strip(b"\n").split(b"\x00")
-            if len(fields) < 5:
-                continue
-            sha, name, email, date, message = (f.decode("utf-8", "replace") for f in fields[:5])
+        for record in records:
+            name, email = mapped.get((record.author_name, record.author_email), ("", ""))
             try:
                 commit = CommitInfo(
                     repo=identity,
-                    sha=CommitSha(sha),
-                    message=message.rstrip("\n").replace("\x00", ""),
-                    author_name=name,
-                    author_email=email,
-                    author_date=parse_timestamp("author_date", date),
+                    sha=CommitSha(record.sha),
+                    message=record.message.rstrip("\n").replace("\x00", ""),
+                    author_name=name or record.author_name,
+                    author_email=email or record.author_email,
+                    author_date=record.author_date,
                 )
             except ContentError as exc:
-                raise GitFailed(f"git log: unreadable commit {sha}: {exc}") from None
+                raise GitFailed(f"git: unreadable commit {record.sha}: {exc}") from None
             out[commit.sha] = commit
         return out
 
@@ -365,13 +292,24 @@ class GitRepo:
         value = author.strip()
         if not re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", value):
             return {value.lower()}
-        done = self.runner.run(self.root, ["check-mailmap", f"<{value}>"], ok_codes=(0, 128))
-        out = {value.lower()}
-        match = re.fullmatch(r"(.*?)\s*<([^>]*)>", done.stdout.decode("utf-8", "replace").strip())
-        if done.returncode == 0 and match:
-            out.add(match.group(2).lower())
-            if match.group(1):
-                out.add(match.group(1).lower())
+        name, email = self._mailmapped([("", value)]).get(("", value), ("", ""))
+        return {value.lower(), *(v.lower() for v in (name, email) if v)}
+
+    def _mailmapped(
+        self, contacts: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[str, str]]:
+        # .mailmap as git reads it (mailmap.file, mailmap.blob, no link followed): ask git.
+        wanted = [c for c in dict.fromkeys(contacts) if _contact_ok(*c)]
+        out: dict[tuple[str, str], tuple[str, str]] = {}
+        for start in range(0, len(wanted), _MAILMAP_BATCH):
+            batch = wanted[start : start + _MAILMAP_BATCH]
+            args = [f"{n} <{e}>" if n else f"<{e}>" for n, e in batch]
+            done = self.runner.run(self.root, ["check-mailmap", "--", *args], ok_codes=(0, 128))
+            answers = done.stdout.decode("utf-8", "replace").splitlines()
+            for contact, answer in zip(batch, answers, strict=False):
+                match = _CONTACT.fullmatch(answer.strip())
+                if done.returncode == 0 and match:
+                    out[contact] = (match.group(1), match.group(2))
         return out
 
     # -- blame ----------------------------------------------------------------------------
@@ -379,7 +317,7 @@ class GitRepo:
     def blame_args(self, rev: CommitSha, path: str, lines: tuple[int, int] | None) -> list[str]:
         """The argument list of a blame (exposed so benchmarks run the very same command)."""
         check_not_option("file", path)
-        args = ["blame", "--porcelain", *self._flags(), *self._ignore_revs_args()]
+        args = ["blame", "--porcelain", *self._blame_settings().args]
         if lines is not None:
             start, end = lines
             if not (isinstance(start, int) and isinstance(end, int) and 1 <= start <= end):
@@ -387,42 +325,39 @@ class GitRepo:
             args.append(f"-L{start},{end}")
         return [*args, rev.value, "--", path]
 
-    def _flags(self) -> tuple[str, ...]:
-        return (*_BLAME_FLAGS, *_MOVE_FLAGS) if self.detect_moves else _BLAME_FLAGS
+    def _blame_settings(self) -> BlameSettings:
+        # The configuration is read once (invalidate() reads it again); the files it names
+        # are watched with lstat, so an edited .mailmap counts from the next blame on.
+        if self._config is None:
+            reader = self._gp.config_reader()
 
-    def _ignore_revs_args(self) -> list[str]:
-        return self._blame_config()[0]
+            def values(section: str, option: str) -> tuple[str, ...]:
+                if not reader.has_option(section, option):
+                    return ()
+                return tuple(str(v) for v in reader.get_values(section, option))
 
-    def _blame_config(self) -> tuple[list[str], Path | None]:
-        # git reads blame.ignoreRevsFile itself; the conventional file is used when unset.
-        # Read once per GitRepo: a changed setting takes effect on the next discovery.
-        if self._ignore_revs is None:
-            configured = self.runner.run(
-                self.root, ["config", "--get", "blame.ignoreRevsFile"], ok_codes=(0, 1)
+            self._config = BlameConfig(
+                self.root,
+                values("blame", "ignoreRevsFile"),
+                values("mailmap", "file"),
+                values("mailmap", "blob"),
+                self.detect_moves,
             )
-            conventional = self.root / ".git-blame-ignore-revs"
-            if configured.returncode == 0:
-                name = configured.stdout.decode("utf-8", "surrogateescape").strip()
-                self._ignore_file = self.root / name
-                self._ignore_revs = []
-            elif conventional.is_file():
-                self._ignore_file = conventional
-                self._ignore_revs = ["--ignore-revs-file", str(conventional)]
-            else:
-                self._ignore_file = None
-                self._ignore_revs = []
-        return self._ignore_revs, self._ignore_file
+        stamps = self._config.stamps()
+        memo = self._settings
+        if memo is not None and memo[0] == stamps:
+            return memo[1]
+        settings = self._config.settings()
+        self._settings = (stamps, settings)
+        return settings
 
     def blame_settings(self) -> bytes:
-        """What besides history changes a blame: flags, .mailmap and the ignore-revs list."""
-        args, ignore_file = self._blame_config()
-        parts = [" ".join((*self._flags(), *args)).encode()]
-        for f in (self.root / ".mailmap", ignore_file):
-            try:
-                parts.append(f.read_bytes() if f is not None else b"-")
-            except OSError:
-                parts.append(b"-")
-        return b"\x00".join(parts)
+        """What besides history changes a blame (flags, .mailmap, ignore-revs), as a digest."""
+        return self._blame_settings().fingerprint.encode("ascii")
+
+    def blame_fingerprint(self) -> str:
+        """blame_settings() as text: part of every blame cache key."""
+        return self._blame_settings().fingerprint
 
     def blame(self, path: str, rev: CommitSha, lines: tuple[int, int] | None = None) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``), parsed as it streams."""

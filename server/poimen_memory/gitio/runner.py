@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -13,7 +14,7 @@ from typing import IO
 
 from poimen_memory.gitio.errors import GitFailed, GitNotFound, UnsafeArgument
 
-__all__ = ["GitRunner", "check_not_option"]
+__all__ = ["GitRunner", "check_not_option", "describe_failure", "finish_stream"]
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -25,6 +26,8 @@ _ENV_OVERRIDES: Mapping[str, str] = {
     "LC_ALL": "C",
     "LANGUAGE": "C",
 }
+# Per-process settings: UTF-8 names unquoted; no signature check (gpg.program is configurable).
+_CONFIG = ("core.quotePath=false", "log.showSignature=false")
 
 
 def check_not_option(name: str, value: str) -> str:
@@ -45,18 +48,30 @@ class GitRunner:
     spawned: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def overrides(self) -> dict[str, str]:
+        """The variables every git process gets on top of this process's environment."""
+        return dict(_ENV_OVERRIDES)
+
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(_ENV_OVERRIDES)
-        return env
+        return {**os.environ, **_ENV_OVERRIDES}
 
-    def _argv(self, args: Sequence[str]) -> list[str]:
-        # -c settings apply to this process only; quotePath off keeps UTF-8 names readable.
-        return [self.git, "-c", "core.quotePath=false", *args]
+    def argv(self, args: Sequence[str]) -> list[str]:
+        """The whole command line of git running ``args`` (GitPython's commands too)."""
+        return [self.git, *(part for value in _CONFIG for part in ("-c", value)), *args]
 
-    def _count(self) -> None:
+    def count(self) -> None:
+        """Count one git process (those GitPython starts for us as well)."""
         with self._lock:
             self.spawned += 1
+
+    def not_found(self) -> GitNotFound:
+        """The error for a git executable that is not there."""
+        return GitNotFound(f"git is not installed or not on PATH (looked for {self.git!r})")
+
+    def require(self) -> None:
+        """GitNotFound unless the git executable exists (looked up on PATH, no process run)."""
+        if shutil.which(self.git) is None:
+            raise self.not_found()
 
     def run(
         self,
@@ -68,10 +83,10 @@ class GitRunner:
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """Run git to completion; a code outside ``ok_codes`` raises GitFailed with git's words."""
-        self._count()
+        self.count()
         try:
             done = subprocess.run(
-                self._argv(args),
+                self.argv(args),
                 cwd=cwd,
                 input=stdin,
                 capture_output=True,
@@ -80,9 +95,7 @@ class GitRunner:
                 check=False,
             )
         except FileNotFoundError:
-            raise GitNotFound(
-                f"git is not installed or not on PATH (looked for {self.git!r})"
-            ) from None
+            raise self.not_found() from None
         except subprocess.TimeoutExpired:
             raise GitFailed(
                 f"git {args[0]} timed out after {timeout or self.timeout:.0f}s"
@@ -103,10 +116,10 @@ class GitRunner:
         self, cwd: Path, args: Sequence[str], stdin: int = subprocess.DEVNULL
     ) -> Iterator[subprocess.Popen[bytes]]:
         """A running git whose stdout is read as it is produced; killed if the reader stops."""
-        self._count()
+        self.count()
         try:
             proc = subprocess.Popen(
-                self._argv(args),
+                self.argv(args),
                 cwd=cwd,
                 stdin=stdin,
                 stdout=subprocess.PIPE,
@@ -114,9 +127,7 @@ class GitRunner:
                 env=self._env(),
             )
         except FileNotFoundError:
-            raise GitNotFound(
-                f"git is not installed or not on PATH (looked for {self.git!r})"
-            ) from None
+            raise self.not_found() from None
         except OSError as exc:
             raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
         timer = threading.Timer(self.timeout, proc.kill)
@@ -139,10 +150,15 @@ def _close(handle: IO[bytes] | None) -> None:
         handle.close()
 
 
-def _failure(args: Sequence[str], code: int, stderr: bytes) -> str:
+def describe_failure(command: str, stderr: bytes, otherwise: str) -> str:
+    """One line for a user: git's last word on stderr (``otherwise`` if it said nothing)."""
     words = stderr.decode("utf-8", "replace").strip().splitlines()
-    said = words[-1] if words else f"exit status {code}"
-    return f"git {args[0]} failed: {said.removeprefix('fatal: ').removeprefix('error: ')}"
+    said = words[-1] if words else otherwise
+    return f"git {command} failed: {said.removeprefix('fatal: ').removeprefix('error: ')}"
+
+
+def _failure(args: Sequence[str], code: int, stderr: bytes) -> str:
+    return describe_failure(args[0], stderr, f"exit status {code}")
 
 
 def finish_stream(proc: subprocess.Popen[bytes], args: Sequence[str]) -> None:

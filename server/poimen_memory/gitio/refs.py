@@ -1,0 +1,87 @@
+"""HEAD's commit, read through GitPython's refs and remembered until the files behind it change.
+
+A warm hover resolves HEAD on every request: a few ``stat`` calls (HEAD, the branch it names,
+packed-refs) stand in for reading and parsing them. git replaces these files by renaming a new
+one over them, so a commit, a checkout or ``pack-refs`` always changes what ``stat`` says.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from poimen_memory.domain import CommitSha, ContentError
+
+if TYPE_CHECKING:
+    import git
+
+__all__ = ["FileStamp", "HeadReader", "stamp"]
+
+FileStamp = tuple[int, int, int, int] | None
+
+
+def stamp(path: str) -> FileStamp:
+    """What ``lstat`` says of ``path`` (inode, size, modification and change times), or None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class _Memo:
+    ref: str | None
+    stamps: tuple[FileStamp, ...]
+    sha: CommitSha
+
+
+class HeadReader:
+    """Resolves HEAD of one repository, in process."""
+
+    def __init__(self, repo: git.Repo, git_dir: Path, common_dir: Path) -> None:
+        self._repo = repo
+        self._git_dir = str(git_dir)
+        self._common_dir = str(common_dir)
+        self._memo: _Memo | None = None
+
+    def commit(self) -> CommitSha | None:
+        """The commit HEAD points at; None when GitPython cannot tell (an unborn branch,
+        reftable, a broken ref): the caller asks git."""
+        memo = self._memo
+        if memo is not None and self._stamps(memo.ref) == memo.stamps:
+            return memo.sha
+        from poimen_memory.gitio.gitpython import SymbolicReference
+
+        head_before = stamp(os.path.join(self._git_dir, "HEAD"))
+        try:
+            head = self._repo.head
+            ref = None if head.is_detached else str(head.reference.path)
+            # A branch that is itself symbolic would need its target watched too: not memoized.
+            direct = ref is None or head.reference.is_detached
+            before = self._stamps(ref)
+            sha = CommitSha(SymbolicReference.dereference_recursive(self._repo, "HEAD"))
+        except (ValueError, TypeError, OSError, ContentError):
+            return None
+        after = self._stamps(ref)
+        if direct and before == after and before[0] == head_before:
+            self._memo = _Memo(ref, after, sha)
+        return sha
+
+    def forget(self) -> None:
+        """Read HEAD from disk on the next call."""
+        self._memo = None
+
+    def _stamps(self, ref: str | None) -> tuple[FileStamp, ...]:
+        head = stamp(os.path.join(self._git_dir, "HEAD"))
+        if ref is None:
+            return (head,)
+        shared = self._common_dir != self._git_dir  # a linked work tree
+        return (
+            head,
+            stamp(os.path.join(self._git_dir, ref)),
+            stamp(os.path.join(self._common_dir, ref)) if shared else None,
+            stamp(os.path.join(self._common_dir, "packed-refs")),
+        )

@@ -1,0 +1,157 @@
+"""The blame cache: keyed by repository, its format versioned, its memory layers bounded and
+cleared together."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from cachetools import LRUCache
+
+from poimen_memory.gitio import BlameCache, Blamer, GitRepo, GitRunner
+from poimen_memory.gitio.blame import Blame
+
+from .gitrepo import ALICE_OLD, BOB, FixtureRepo, kong_repo
+
+BUFFER = "src/kong/buffer.rs"
+
+
+def _clone(source: FixtureRepo, target: Path) -> FixtureRepo:
+    source.git("clone", "-q", str(source.root), str(target))
+    clone = FixtureRepo(target)
+    clone.git("config", "user.name", "Fixture")
+    clone.git("config", "user.email", "fixture@test")
+    return clone
+
+
+def _authors(blame: Blame) -> list[tuple[str, str, str]]:
+    """Per line: the origin commit and its author, as the blame says."""
+    out = []
+    for line in blame.lines:
+        commit = blame.commits[line.commit]
+        out.append((line.commit.value, commit.author_name, commit.author_email))
+    return out
+
+
+def _diverge(clone: FixtureRepo, setting: str, kong: FixtureRepo) -> None:
+    """Give ``clone`` a setting under which line 42 blames differently than in ``kong``."""
+    if setting == "mailmap":
+        # An edited, uncommitted .mailmap: Alice's old address maps to another name.
+        clone.write(".mailmap", f"Alice Elsewhere <alice@elsewhere.test> <{ALICE_OLD[1]}>\n")
+    elif setting == "ignore-revs":
+        clone.write("revs.txt", f"{kong.commits['fmt']}\n")
+        clone.git("config", "blame.ignoreRevsFile", "revs.txt")
+    else:
+        # A replace ref: same commit ids, another author. No file or setting of blame
+        # changes, so only the repository in the key keeps the clones apart.
+        sha = kong.commits["abc123"]
+        old = f"author {ALICE_OLD[0]} <{ALICE_OLD[1]}>"
+        body = clone.git("cat-file", "commit", sha).replace(old, "author Mallory <m@x.test>", 1)
+        path = clone.root / ".git" / "replacement"
+        path.write_text(body)
+        new = clone.git("hash-object", "-t", "commit", "-w", str(path)).strip()
+        clone.git("replace", sha, new)
+
+
+@pytest.mark.parametrize("setting", ["mailmap", "ignore-revs", "replace"])
+def test_clones_sharing_a_cache_never_see_each_others_blame(tmp_path: Path, setting: str) -> None:
+    kong = kong_repo(tmp_path / "kong")
+    if setting == "ignore-revs":
+        kong.set_line(BUFFER, 42, "const BODY_BUFFER: usize = 16*MB;  // reformatted")
+        kong.commit("fmt", "Reformat", BOB)
+    plain = _clone(kong, tmp_path / "plain")
+    other = _clone(kong, tmp_path / "other")
+    _diverge(other, setting, kong)
+    truth = {}
+    for clone in (plain, other):
+        repo = GitRepo.discover(clone.root)
+        truth[clone.root] = _authors(repo.blame(BUFFER, repo.head()))
+    assert truth[plain.root] != truth[other.root], "the setting must change the blame"
+
+    db = tmp_path / "cache" / "blame.sqlite3"
+    # Each clone blamed through the one cache file, in both orders and across restarts.
+    for order in ((plain, other), (other, plain)):
+        for clone in order:
+            blamer = Blamer(GitRepo.discover(clone.root), BlameCache(db))
+            assert _authors(blamer.blame_file(BUFFER)) == truth[clone.root]
+            origin = blamer.origin(BUFFER, 42)
+            assert origin is not None
+            assert origin.commit.value == truth[clone.root][41][0]
+            blamer.cache.close()
+    assert BlameCache(db).stats()[0] == 2
+
+
+def test_same_settings_still_one_entry_per_repository(tmp_path: Path) -> None:
+    kong = kong_repo(tmp_path / "kong")
+    clone = _clone(kong, tmp_path / "clone")
+    cache = BlameCache(tmp_path / "c.db")
+    one, two = (Blamer(GitRepo.discover(r.root), cache) for r in (kong, clone))
+    head = one.repo.head()
+    assert two.repo.head() == head
+    assert one.key(BUFFER, head).repo != two.key(BUFFER, head).repo
+    assert one.key(BUFFER, head).fingerprint == two.key(BUFFER, head).fingerprint
+    one.blame_file(BUFFER)
+    assert two.cached(BUFFER, head) is None
+    two.blame_file(BUFFER)
+    assert cache.stats()[0] == 2
+
+
+def test_an_old_cache_file_is_dropped_not_misread(tmp_path: Path) -> None:
+    kong = kong_repo(tmp_path / "kong")
+    db = tmp_path / "c.db"
+    old = sqlite3.connect(db)
+    old.execute(
+        "CREATE TABLE blame (path TEXT NOT NULL, commit_sha TEXT NOT NULL, fingerprint TEXT"
+        " NOT NULL, used REAL NOT NULL, size INTEGER NOT NULL, data BLOB NOT NULL,"
+        " PRIMARY KEY (path, commit_sha, fingerprint))"
+    )
+    old.execute("INSERT INTO blame VALUES (?, ?, 'f', 0, 1, x'00')", (BUFFER, "a" * 40))
+    old.commit()
+    old.close()
+    cache = BlameCache(db)
+    assert cache.stats() == (0, 0)
+    blamer = Blamer(GitRepo.discover(kong.root), cache)
+    assert blamer.blame_file(BUFFER).origin(42) is not None
+    cache.close()
+    assert BlameCache(db).stats()[0] == 1  # the new format is kept across restarts
+
+
+def test_invalidate_clears_every_layer_and_rereads_settings(tmp_path: Path) -> None:
+    kong = kong_repo(tmp_path / "kong")
+    kong.set_line(BUFFER, 42, "const BODY_BUFFER: usize = 16*MB;  // reformatted")
+    fmt = kong.commit("fmt", "Reformat", BOB)
+    runner = GitRunner()
+    blamer = Blamer(GitRepo.discover(kong.root, runner), BlameCache(None))
+    head = blamer.repo.head()
+    blamer.head_blob(BUFFER, head)
+    first = blamer.origin(BUFFER, 42, head, warm=False)
+    assert first is not None
+    assert first.commit.value == fmt
+    layers = [v for v in vars(blamer).values() if isinstance(v, LRUCache)]
+    assert len(layers) >= 4
+    assert all(0 < layer.maxsize <= 4096 for layer in layers)  # every layer is bounded
+    assert any(len(layer) for layer in layers)
+
+    kong.write("revs.txt", f"{fmt}\n")
+    kong.git("config", "blame.ignoreRevsFile", "revs.txt")
+    # Settings are read once: the single-line answer is remembered until invalidate().
+    assert blamer.origin(BUFFER, 42, head) == first
+    blamer.invalidate()
+    assert all(len(layer) == 0 for layer in layers)
+    again = blamer.origin(BUFFER, 42, head)
+    assert again is not None
+    assert again.commit.value == kong.commits["abc123"]
+
+
+def test_an_edited_mailmap_counts_from_the_next_blame(tmp_path: Path) -> None:
+    kong = kong_repo(tmp_path / "kong")
+    blamer = Blamer(GitRepo.discover(kong.root), BlameCache(tmp_path / "c.db"))
+    before = blamer.blame_file(BUFFER)
+    line = before.lines[41]
+    assert before.commits[line.commit].author_name == "Alice Smith"
+    kong.write(".mailmap", f"Alice Elsewhere <alice@elsewhere.test> <{ALICE_OLD[1]}>\n")
+    after = blamer.blame_file(BUFFER)
+    assert after.commits[line.commit].author_name == "Alice Elsewhere"
+    (kong.root / ".mailmap").unlink()
+    assert blamer.blame_file(BUFFER).commits[line.commit].author_name == ALICE_OLD[0]
