@@ -7,13 +7,20 @@ one for the blobs, one blame per file at HEAD (cached), one for all commit metad
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from poimen_memory.domain import Anchor, CommitInfo, CommitSha, ContentError, ProjectId, RepoId
+from poimen_memory.domain import (
+    Anchor,
+    CommitInfo,
+    CommitSha,
+    ContentError,
+    ProjectId,
+    RepoId,
+    is_commit_prefix,
+)
 from poimen_memory.gitio import Blame, BlameLine, Blamer, GitError, GitRepo
 from poimen_memory.ingest.model import (
     BadRecord,
@@ -26,7 +33,6 @@ from poimen_memory.ingest.model import (
 
 __all__ = ["EDIT_CLOCK_SKEW", "Enriched", "enrich"]
 
-_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
 
 # An edit's lines count as produced by it only if committed no earlier than this before it.
 EDIT_CLOCK_SKEW = timedelta(minutes=2)
@@ -91,7 +97,7 @@ def enrich(
         for r in d.anchors
         if isinstance(r, LinesAtCommit | WholeFile) and r.commit is not None
     }
-    valid = {n for n in names if _HEX.fullmatch(n)}
+    valid = {n for n in names if is_commit_prefix(n)}
     try:
         resolved = repo.resolve_commits(valid)
     except GitError as exc:
@@ -184,7 +190,7 @@ def _resolve(
     out: Enriched,
 ) -> list[tuple[CommitSha, str, int, int]]:
     if isinstance(request, LinesAtCommit | WholeFile) and request.commit is not None:
-        if not _HEX.fullmatch(request.commit):
+        if not is_commit_prefix(request.commit):
             raise _Bad(f"commit: {request.commit!r} is not a commit id (4 to 64 hex digits)")
         sha = resolved.get(request.commit)
         if sha is None:

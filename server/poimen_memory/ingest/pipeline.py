@@ -81,6 +81,12 @@ class IngestOptions:
     cache_path: Path | None = None
     redact: bool = True
 
+    def __post_init__(self) -> None:
+        if self.budget < 1:
+            raise IngestError(f"--budget: expected a positive number of tokens, got {self.budget}")
+        if self.batch_nodes < 1:
+            raise IngestError(f"--batch-nodes: expected a positive number, got {self.batch_nodes}")
+
 
 @dataclass(slots=True)
 class IngestSummary:

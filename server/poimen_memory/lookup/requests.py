@@ -20,7 +20,15 @@ from pydantic import (
     model_validator,
 )
 
-from poimen_memory.domain import ContentError, ProjectId, RepoId, check_repo_path
+from poimen_memory.domain import (
+    COMMIT_PREFIX_PATTERN,
+    IDENT_PATTERN,
+    ContentError,
+    ProjectId,
+    RepoId,
+    check_repo_path,
+    is_commit_prefix,
+)
 from poimen_memory.gitio import GitError, normalize_remote
 from poimen_memory.lookup.errors import LookupInputError
 
@@ -44,8 +52,8 @@ MAX_ANCHOR_LIMIT = 10_000
 DEFAULT_QUERY_LIMIT = 20
 MAX_QUERY_LIMIT = 100
 _MAX_QUERY_TEXT = 1000
-_COMMIT_PREFIX = "^[0-9a-fA-F]{4,64}$"
-_IDENT = "^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$"
+_COMMIT_PREFIX = f"^{COMMIT_PREFIX_PATTERN}$"
+_IDENT = f"^{IDENT_PATTERN}$"
 
 
 def _show(value: object) -> str:
@@ -99,13 +107,10 @@ def _file(value: object) -> str:
 
 
 def _commit_prefix(value: object) -> str:
-    if not isinstance(value, str) or not (4 <= len(value) <= 64) or not _is_hex(value):
+    if not is_commit_prefix(value):
         raise ValueError(f"expected 4 to 64 hex digits, got {_show(value)}")
+    assert isinstance(value, str)
     return value.lower()
-
-
-def _is_hex(text: str) -> bool:
-    return all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 def _line_number(minimum: int) -> Callable[[object], int]:
