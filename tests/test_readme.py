@@ -44,9 +44,9 @@ def test_every_cli_command_is_documented() -> None:
 
 
 def test_every_server_setting_has_its_own_heading() -> None:
-    from poimen_memory.lsp.config import _KEYS, SECTION
+    from poimen_memory.lsp.config import SECTION, SETTINGS
 
-    for key in _KEYS:
+    for key in SETTINGS:
         assert f"#### `{SECTION}.{key}`" in README, key
 
 

@@ -22,7 +22,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from poimen_memory.lsp import commands
-from poimen_memory.lsp.config import _KEYS, LOG_LEVELS, MARKUP, SECTION, Config
+from poimen_memory.lsp.config import LOG_LEVELS, MARKUP, SECTION, SETTINGS
 
 from .editors import missing, require_program
 from .lsp.conftest import PROJECT, World, server_env, world  # noqa: F401  (world: a fixture)
@@ -202,27 +202,21 @@ def test_bundle_loads_and_exports_activate(build: Build) -> None:
 
 
 def test_configuration_keys_are_the_server_settings_plus_launch() -> None:
-    server = {f"{SECTION}.{key}" for key in _KEYS}
+    server = {f"{SECTION}.{key}" for key in SETTINGS}
     assert set(PROPERTIES) - LAUNCH_KEYS == server
     assert set(PROPERTIES) >= LAUNCH_KEYS
 
 
 def test_configuration_defaults_types_and_ranges_match_the_server() -> None:
-    defaults = Config()
-    for key, (name, kind) in _KEYS.items():
+    # The manifest's properties are JSON Schema, like the server's model of its settings.
+    for key, setting in SETTINGS.items():
         spec = PROPERTIES[f"{SECTION}.{key}"]
-        assert spec["default"] == getattr(defaults, name), key
+        assert spec["default"] == setting.default, key
         kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
-        if kind.endswith("?"):
-            assert sorted(kinds) == ["null", "string"], key
-        elif kind == "bool":
-            assert kinds == ["boolean"], key
-        elif kind.startswith("int:"):
-            _, low, high = kind.split(":")
-            assert kinds == ["integer"], key
-            assert (spec["minimum"], spec["maximum"]) == (int(low), int(high)), key
-        elif kind.startswith("enum:"):
-            assert spec["enum"] == kind.removeprefix("enum:").split(","), key
+        server_kinds = [s["type"] for s in setting.schema.get("anyOf", [setting.schema])]
+        assert sorted(kinds) == sorted(server_kinds), key
+        for bound in ("minimum", "maximum", "enum"):
+            assert spec.get(bound) == setting.schema.get(bound), (key, bound)
     assert PROPERTIES[f"{SECTION}.hover.markup"]["enum"] == list(MARKUP)
     assert PROPERTIES[f"{SECTION}.logLevel"]["enum"] == list(LOG_LEVELS)
     assert PROPERTIES[f"{SECTION}.hover.excerptLength"]["default"] == 400

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from poimen_memory.lsp import commands
-from poimen_memory.lsp.config import _KEYS, SECTION, parse_config
+from poimen_memory.lsp.config import SECTION, SETTINGS, parse_config
 
 from ..editors import require_program
 from .conftest import PROJECT, World
@@ -228,7 +228,7 @@ def test_helix_languages_toml() -> None:
         for key, value in settings.items()
         for sub in (value if isinstance(value, dict) else [None])
     }
-    for key in _KEYS:
+    for key in SETTINGS:
         assert key in shown or f"# {key} = " in text, key
 
 

@@ -1,117 +1,191 @@
 """The server's settings: initializationOptions and the "poimenMemory" configuration section.
 
-Keys are camelCase on the wire. An invalid value is reported (by name, with the value) and
-replaced by its default; unknown keys are reported and ignored.
+One typed model, camelCase on the wire (``poimenMemory.hover.excerptLength``). A setting
+that is given overrides the one in force, so a client may send only what changed. An invalid
+value is reported (by name, with the value) and replaced by its default; unknown keys are
+reported and ignored. Every key has its own heading in the README.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal, get_args
 
-__all__ = ["SECTION", "Config", "parse_config"]
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
-SECTION = "poimenMemory"
+__all__ = [
+    "LOG_LEVELS",
+    "MARKUP",
+    "SECTION",
+    "SETTINGS",
+    "BlameConfig",
+    "CodeLensConfig",
+    "Config",
+    "HoverConfig",
+    "Setting",
+    "parse_config",
+]
+
+SECTION: Final = "poimenMemory"
+
+LogLevel = Literal["error", "warning", "info", "debug"]
+Markup = Literal["auto", "markdown", "plaintext"]
+LOG_LEVELS: Final = get_args(LogLevel)
+MARKUP: Final = get_args(Markup)
+
 _PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127}")
-LOG_LEVELS = ("error", "warning", "info", "debug")
-MARKUP = ("auto", "markdown", "plaintext")
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("blank")
+    return value
+
+
+def _project(value: str) -> str:
+    if _PROJECT.fullmatch(value) is None:
+        raise ValueError("not a project id")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_not_blank)]
+Project = Annotated[str, AfterValidator(_project)]
+
+
+class _Section(BaseModel):
+    # Strict: a setting's JSON type is part of it ("400" is not a number, 1 is not true).
+    model_config = ConfigDict(
+        strict=True, frozen=True, alias_generator=to_camel, validate_by_name=True
+    )
+
+
+class HoverConfig(_Section):
+    """``hover.*``: whether hovers are shown, how long an excerpt is, which markup."""
+
+    enabled: bool = True
+    excerpt_length: Annotated[int, Field(ge=40, le=20_000)] = 400
+    markup: Markup = "auto"
+
+
+class CodeLensConfig(_Section):
+    """``codeLens.*``: whether lenses are shown, and the file's total at the top."""
+
+    enabled: bool = True
+    file_summary: bool = True
+
+
+class BlameConfig(_Section):
+    """``blame.*``: the largest file blamed, and whether moved lines are followed."""
+
+    max_file_bytes: Annotated[int, Field(ge=1, le=1_000_000_000)] = 2_000_000
+    detect_moves: bool = False
+
+
+class Config(_Section):
+    """Every setting with its default."""
+
+    dsn: Text | None = None
+    project: Project | None = None
+    repo: Text | None = None
+    hover: HoverConfig = Field(default_factory=HoverConfig)
+    code_lens: CodeLensConfig = Field(default_factory=CodeLensConfig)
+    blame: BlameConfig = Field(default_factory=BlameConfig)
+    log_level: LogLevel = "warning"
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
-    """Every setting with its default."""
+class Setting:
+    """One key below the section: its default and the JSON Schema of its value."""
 
-    dsn: str | None = None
-    project: str | None = None
-    repo: str | None = None
-    hover_enabled: bool = True
-    hover_excerpt_length: int = 400
-    hover_markup: str = "auto"
-    code_lens_enabled: bool = True
-    code_lens_file_summary: bool = True
-    max_file_bytes: int = 2_000_000
-    detect_moves: bool = False
-    log_level: str = "warning"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    key: str
+    default: object
+    schema: Mapping[str, Any]
 
 
-# wire path -> (field, kind, check)
-_KEYS: dict[str, tuple[str, str]] = {
-    "dsn": ("dsn", "str?"),
-    "project": ("project", "project?"),
-    "repo": ("repo", "str?"),
-    "hover.enabled": ("hover_enabled", "bool"),
-    "hover.excerptLength": ("hover_excerpt_length", "int:40:20000"),
-    "hover.markup": ("hover_markup", "enum:" + ",".join(MARKUP)),
-    "codeLens.enabled": ("code_lens_enabled", "bool"),
-    "codeLens.fileSummary": ("code_lens_file_summary", "bool"),
-    "blame.maxFileBytes": ("max_file_bytes", "int:1:1000000000"),
-    "blame.detectMoves": ("detect_moves", "bool"),
-    "logLevel": ("log_level", "enum:" + ",".join(LOG_LEVELS)),
-}
+def _leaves(
+    schema: Mapping[str, Any], defs: Mapping[str, Any], prefix: str = ""
+) -> Iterator[Setting]:
+    for name, prop in schema["properties"].items():
+        ref = prop.get("$ref")
+        if ref is not None:
+            yield from _leaves(defs[ref.rsplit("/", 1)[-1]], defs, f"{prefix}{name}.")
+        else:
+            yield Setting(f"{prefix}{name}", prop["default"], prop)
+
+
+def _settings() -> dict[str, Setting]:
+    schema = Config.model_json_schema(by_alias=True)
+    return {s.key: s for s in _leaves(schema, schema.get("$defs", {}))}
+
+
+SETTINGS: Final[Mapping[str, Setting]] = _settings()
+"""Every key (``hover.excerptLength``), in the model's order."""
 
 
 def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"hover": {"enabled": x}}`` -> ``{"hover.enabled": x}`` (dotted keys stay as given)."""
     out: dict[str, Any] = {}
     for key, value in obj.items():
         path = f"{prefix}{key}"
-        if isinstance(value, Mapping) and path not in _KEYS:
+        if isinstance(value, Mapping) and path not in SETTINGS:
             out.update(_flatten(value, f"{path}."))
         else:
             out[path] = value
     return out
 
 
-def _check(kind: str, value: Any) -> tuple[bool, Any]:
-    if kind.endswith("?") and value is None:
-        return True, None
-    if kind.startswith("str"):
-        return isinstance(value, str) and bool(value.strip()), value
-    if kind.startswith("project"):
-        return isinstance(value, str) and _PROJECT.fullmatch(value) is not None, value
-    if kind == "bool":
-        return isinstance(value, bool), value
-    if kind.startswith("int:"):
-        _, low, high = kind.split(":")
-        in_range = (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and int(low) <= value <= int(high)
-        )
-        return in_range, value
-    if kind.startswith("enum:"):
-        return value in kind.removeprefix("enum:").split(","), value
-    raise AssertionError(kind)
+def _put(tree: dict[str, Any], path: str, value: object) -> None:
+    *parents, leaf = path.split(".")
+    for name in parents:
+        tree = tree[name]
+    tree[leaf] = value
+
+
+def _key_of(loc: tuple[int | str, ...]) -> str:
+    """The setting an error location points into (a location may go below the key)."""
+    parts = [str(p) for p in loc]
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in SETTINGS:
+            return ".".join(parts[:end])
+    raise AssertionError(loc)
+
+
+def _invalid_keys(tree: Mapping[str, Any]) -> set[str]:
+    try:
+        Config.model_validate(tree)
+    except ValidationError as exc:
+        return {_key_of(error["loc"]) for error in exc.errors(include_url=False)}
+    return set()
 
 
 def parse_config(raw: object, base: Config | None = None) -> tuple[Config, list[str]]:
     """Settings from a JSON object (over ``base``); returns the config and the problems found,
     each naming the key (as ``poimenMemory.x``) and the value."""
     config = base or Config()
-    problems: list[str] = []
     if raw is None:
-        return config, problems
+        return config, []
     if not isinstance(raw, Mapping):
         return config, [f"{SECTION}: expected an object, got {raw!r}"]
-    if SECTION in raw and isinstance(raw[SECTION], Mapping):
+    if isinstance(raw.get(SECTION), Mapping):
         raw = raw[SECTION]
         assert isinstance(raw, Mapping)
-    changes: dict[str, Any] = {}
-    for path, value in _flatten(raw).items():
-        spec = _KEYS.get(path)
-        if spec is None:
+    given = _flatten(raw)
+    tree = config.model_dump(by_alias=True)
+    for path, value in given.items():
+        if path in SETTINGS:
+            _put(tree, path, value)
+    bad = _invalid_keys(tree)
+    problems: list[str] = []
+    for path, value in given.items():
+        if path not in SETTINGS:
             problems.append(f"{SECTION}.{path}: unknown setting (ignored)")
-            continue
-        name, kind = spec
-        ok, checked = _check(kind, value)
-        if not ok:
-            default = getattr(Config(), name)
+        elif path in bad:
+            default = SETTINGS[path].default
             problems.append(
                 f"{SECTION}.{path}: invalid value {value!r}; using the default {default!r}"
             )
-            changes[name] = default
-            continue
-        changes[name] = checked
-    return replace(config, **changes), problems
+            _put(tree, path, default)
+    return Config.model_validate(tree), problems

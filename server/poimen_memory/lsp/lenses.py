@@ -1,0 +1,144 @@
+"""textDocument/codeLens and codeLens/resolve: one lens above each block of lines with
+memories, and one at the top with the file's total; clicking one runs mem.showMemories."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from poimen_memory.domain import Sha256Hash
+from poimen_memory.lookup import DocumentMemories, LineMemory
+from poimen_memory.lsp import commands
+from poimen_memory.lsp.documents import Document, give_back_memory, open_document
+
+if TYPE_CHECKING:
+    from poimen_memory.lsp.server import PoimenServer
+
+__all__ = ["DocLenses", "build_lenses", "code_lens", "resolve_code_lens"]
+
+_BLOCK_LINES = 20  # a lens at least every 20 lines of a long run of remembered lines
+_TITLE_LENGTH = 48
+
+
+@dataclass
+class DocLenses:
+    """The lenses of one document version (only the lenses: memories are not kept)."""
+
+    version: int | None
+    lenses: list[types.CodeLens] | None
+
+
+def _blocks(doc: DocumentMemories) -> list[tuple[int, int, tuple[LineMemory, ...]]]:
+    """Runs of consecutive lines with memories, at most _BLOCK_LINES long:
+    (first, last, the memories of those lines, each once)."""
+    out: list[tuple[int, int, tuple[LineMemory, ...]]] = []
+    current: dict[Sha256Hash, LineMemory] = {}
+    first = last = 0
+    for line in sorted(doc.by_line):
+        if current and (line != last + 1 or line - first >= _BLOCK_LINES):
+            out.append((first, last, tuple(current.values())))
+            current = {}
+        if not current:
+            first = line
+        last = line
+        for m in doc.by_line[line]:
+            current.setdefault(m.sha, m)
+    if current:
+        out.append((first, last, tuple(current.values())))
+    return out
+
+
+def _count(n: int) -> str:
+    return f"{n} memor{'y' if n == 1 else 'ies'}"
+
+
+def _lens_title(memories: Iterable[LineMemory]) -> str:
+    """``2 memories · Alice, Bob · Increase buffer``: newest first, first names."""
+    newest_first = sorted(memories, key=lambda m: m.citation.commit.author_date, reverse=True)
+    parts = [_count(len(dict.fromkeys(m.sha for m in newest_first)))]
+    authors: list[str] = []
+    for m in newest_first:
+        commit = m.citation.commit
+        name = commit.author_name.split(" ")[0] or commit.author_email
+        if name not in authors:
+            authors.append(name)
+    if authors:
+        parts.append(", ".join(authors[:2]) + (f" +{len(authors) - 2}" if len(authors) > 2 else ""))
+    if newest_first:
+        summary = newest_first[0].citation.commit.summary
+        short = len(summary) <= _TITLE_LENGTH
+        parts.append(summary if short else summary[: _TITLE_LENGTH - 1] + "…")
+    return " · ".join(parts)
+
+
+def _lens(line: int, title: str, argument: dict[str, object]) -> types.CodeLens:
+    """A lens above ``line`` (0-based) that shows the memories ``argument`` names."""
+    start = types.Position(line, 0)
+    return types.CodeLens(
+        range=types.Range(start, start),
+        command=types.Command(title, commands.SHOW_MEMORIES, arguments=[argument]),
+    )
+
+
+def build_lenses(uri: str, doc: DocumentMemories, file_summary: bool) -> list[types.CodeLens]:
+    """One lens above each block of lines with memories, and one at the top with the total."""
+    lenses = []
+    if file_summary and doc.by_line:
+        lenses.append(_lens(0, f"{_count(doc.total)} in this file", {"uri": uri}))
+    for first, last, memories in _blocks(doc):
+        lenses.append(_lens(first - 1, _lens_title(memories), {"uri": uri, "lines": [first, last]}))
+    return lenses
+
+
+def _lens_list(ls: PoimenServer, doc: Document) -> DocLenses:
+    """The lenses of ``doc`` (in a worker thread: one blame and one store query per file)."""
+    config = ls.state.config
+    memories = ls.service.document(doc.path, doc.text, ls.project(), config.blame.max_file_bytes)
+    summary = config.code_lens.file_summary
+    lenses = None if memories is None else build_lenses(doc.uri, memories, summary)
+    del memories
+    give_back_memory()
+    return DocLenses(doc.version, lenses)
+
+
+def _needs_blame(ls: PoimenServer, path: Path) -> bool:
+    return ls.state.service is not None and ls.state.service.needs_blame(path)
+
+
+async def code_lens(ls: PoimenServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
+    """The document's lenses, computed once per version (progress shown while it blames)."""
+    if not ls.state.config.code_lens.enabled:
+        return None
+    doc = open_document(ls, params.text_document.uri)
+    if doc is None:
+        return None
+    cached = ls.state.lenses.get(doc.uri)
+    if cached is not None and doc.version is not None and cached.version == doc.version:
+        return cached.lenses
+    found = await ls.settle(
+        f"code lens {doc.path}",
+        lambda: _lens_list(ls, doc),
+        unreachable=None,
+        progress=f"poimen-memory: blaming {doc.path.name}" if _needs_blame(ls, doc.path) else None,
+    )
+    if found is None:
+        return None
+    ls.state.lenses[doc.uri] = found
+    return found.lenses
+
+
+def resolve_code_lens(ls: PoimenServer, lens: types.CodeLens) -> types.CodeLens:
+    """Lenses are sent resolved; a client that drops the command and asks again gets it
+    back from the lens's data (the same argument the command carried)."""
+    if lens.command is None and isinstance(lens.data, dict):
+        title = "memories"
+        cached = ls.state.lenses.get(str(lens.data.get("uri")))
+        for known in (cached.lenses or []) if cached is not None else []:
+            if known.command is not None and known.command.arguments == [lens.data]:
+                title = known.command.title
+        lens.command = types.Command(title, commands.SHOW_MEMORIES, arguments=[lens.data])
+    return lens

@@ -1,0 +1,155 @@
+"""The server's life: initialize (workspace folders, settings, the lookup service), the
+settings the client pulls or pushes later, live refresh after ingests, and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from functools import partial
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.capabilities import get_capability
+
+from poimen_memory.domain import ContentError
+from poimen_memory.errors import ConfigError, StoreUnavailable
+from poimen_memory.lookup import LookupFailed, LookupService, new_checkouts
+from poimen_memory.lsp.config import SECTION, Config, parse_config
+from poimen_memory.lsp.documents import workspace_roots
+from poimen_memory.wiring import IngestListener, open_store
+
+if TYPE_CHECKING:
+    from poimen_memory.lsp.server import PoimenServer
+
+__all__ = [
+    "apply_config",
+    "did_change_configuration",
+    "initialize",
+    "initialized",
+    "pull_configuration",
+    "rebuild_service",
+    "shutdown",
+    "start_listener",
+]
+
+log = logging.getLogger("poimen_memory.lsp")
+
+# The store connects on first use; an editor request waits at most 1.5 s for it.
+_open_store = partial(open_store, timeout=1.5, statement_timeout_ms=1500, lazy=True)
+
+
+def initialize(ls: PoimenServer, params: types.InitializeParams) -> None:
+    """The workspace folders and initializationOptions; then the lookup service."""
+    try:
+        ls.loop = asyncio.get_running_loop()
+    except RuntimeError:
+        ls.loop = None
+    ls.state.roots = workspace_roots(params)
+    apply_config(ls, params.initialization_options, base=Config())
+    rebuild_service(ls)
+
+
+async def initialized(ls: PoimenServer, params: types.InitializedParams) -> None:
+    """Ask for the configuration section (it replaces the initializationOptions)."""
+    ls.loop = asyncio.get_running_loop()
+    await pull_configuration(ls)
+
+
+async def pull_configuration(ls: PoimenServer) -> None:
+    """Take the "poimenMemory" section from workspace/configuration, where the client has it."""
+    if not get_capability(ls.client_capabilities, "workspace.configuration", False):
+        return
+    try:
+        values = await ls.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+        )
+    except Exception as exc:  # a client that cannot answer keeps its settings
+        log.info("workspace/configuration failed: %s", exc)
+        return
+    if values and values[0] is not None:
+        apply_config(ls, values[0])
+
+
+async def did_change_configuration(
+    ls: PoimenServer, params: types.DidChangeConfigurationParams
+) -> None:
+    """New settings, pushed with the notification or else pulled; lenses are recomputed."""
+    settings = params.settings
+    if isinstance(settings, dict) and SECTION in settings:
+        apply_config(ls, settings[SECTION])
+    else:
+        await pull_configuration(ls)
+    ls.refresh_lenses()
+
+
+def shutdown(ls: PoimenServer, params: None) -> None:
+    """Stop listening for ingests."""
+    if ls.state.listener is not None:
+        ls.state.listener.stop()
+
+
+def apply_config(ls: PoimenServer, raw: object, *, base: Config | None = None) -> None:
+    """Take new settings; report invalid ones (name and value) and use their defaults."""
+    old = ls.state.config
+    config, problems = parse_config(raw, base or old)
+    ls.state.config = config
+    logging.getLogger("poimen_memory").setLevel(config.log_level.upper())
+    for problem in problems:
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, problem))
+    where = (config.dsn, config.repo, config.blame.detect_moves)
+    if ls.state.checkouts is not None and where != (old.dsn, old.repo, old.blame.detect_moves):
+        rebuild_service(ls)
+    elif ls.state.service is not None and config.project != old.project:
+        ls.state.service.default_project = ls.project()
+    ls.state.lenses.clear()
+
+
+def rebuild_service(ls: PoimenServer) -> None:
+    """(Re)create the store and the service from the current settings."""
+    config = ls.state.config
+    old = ls.state.service
+    checkouts = new_checkouts(config.repo, config.blame.detect_moves)
+    for root in ls.state.roots:
+        try:
+            checkouts.add(root)
+        except LookupFailed as exc:
+            log.info("workspace folder %s: %s", root, exc)
+    ls.state.checkouts = checkouts
+    try:
+        store = _open_store(config.dsn)
+    except (ConfigError, ContentError, StoreUnavailable) as exc:
+        ls.window_show_message(
+            types.ShowMessageParams(types.MessageType.Error, f"{SECTION}.dsn: {exc}")
+        )
+        store = _open_store(None)
+    ls.state.service = LookupService(store, checkouts, ls.project())
+    # Connect now, in the background, so the first hover does not pay for it.
+    threading.Thread(target=store.warm_up, name="poimen-connect", daemon=True).start()
+    if old is not None:
+        threading.Thread(target=old.store.close, daemon=True).start()
+    start_listener(ls)
+
+
+def start_listener(ls: PoimenServer) -> None:
+    """LISTEN for ingests; drop what is cached for the repository and refresh lenses."""
+    if ls.state.listener is not None:
+        ls.state.listener.stop()
+    service = ls.state.service
+    if service is None:
+        return
+
+    def on_ingest(project: str, repo: str) -> None:
+        ls.call_soon(lambda: _ingested(ls, service, project, repo))
+
+    ls.state.listener = IngestListener(service.store.dsn, on_ingest)
+    ls.state.listener.start()
+
+
+def _ingested(ls: PoimenServer, service: LookupService, project: str, repo: str) -> None:
+    """On the event loop, after an ingest into ``repo``: forget its answers, refresh lenses."""
+    if repo not in {r.value for r in service.checkouts.identities()}:
+        return
+    dropped = service.invalidate()
+    log.info("ingest into %s (%s): dropped %d cached documents", project, repo, dropped)
+    ls.refresh_lenses()
