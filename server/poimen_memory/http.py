@@ -29,20 +29,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from poimen_memory import __version__
 from poimen_memory.domain import ContentError
-from poimen_memory.lookup import (
+from poimen_memory.lookup import LookupResponse, LookupResult, LookupService
+from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
+from poimen_memory.lookup.requests import (
     ByAuthorRequest,
     ByCommitRequest,
     ByGitRequest,
-    LookupFailed,
-    LookupInputError,
     LookupRequest,
-    LookupResponse,
-    LookupResult,
-    LookupService,
-    NotInRepository,
     QueryRequest,
+    input_error,
 )
-from poimen_memory.lookup.requests import input_error
 from poimen_memory.wiring import StoreUnavailable
 
 __all__ = ["create_app", "is_loopback"]

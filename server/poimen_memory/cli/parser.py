@@ -55,6 +55,47 @@ def _command(
     return p
 
 
+_Option = tuple[str, dict[str, Any]]
+_REPO_ID = ("--repo-id", {"help": "repository identity to scope the lookup to"})
+
+# The lookups: name, help, handler, examples, (argument, metavar, help), options.
+_LOOKUPS: list[
+    tuple[str, str, Callable[..., int], list[str], tuple[str, str, str], list[_Option]]
+] = [
+    (
+        "by-git", "memories at FILE:LINE, through blame", cmd.by_git,
+        ["mem by-git src/app.py:42", "mem by-git src/app.py:40-60 --json --project app",
+         "mem by-git src/app.py:42 --commit 1a2b3c4d --repo ~/app"],
+        ("location", "FILE[:LINE[-END]]", "a file, a line or a range"),
+        [("--repo", {"help": "work tree the path is relative to (default: the current dir)"}),
+         ("--repo-id", {"help": "repository identity instead of origin's URL"}),
+         ("--commit", {"help": "look the lines up literally in this commit (no blame)"}),
+         ("--at", {"help": "blame as of this commit instead of HEAD"})],
+    ),
+    (
+        "by-commit", "memories anchored in a commit", cmd.by_commit,
+        ["mem by-commit 1a2b3c4d --repo ~/app", "mem by-commit 1a2b3c4d --json"],
+        ("sha", "SHA", "a full commit id or a unique prefix"),
+        [("--repo", {"help": "a work tree of the repository (its identity scopes the lookup)"}),
+         _REPO_ID],
+    ),
+    (
+        "by-author", "evidence from an author's commits", cmd.by_author,
+        ["mem by-author ada@example.com --repo ~/app", "mem by-author 'Ada Lovelace' --json"],
+        ("author", "EMAIL", "author email or name (.mailmap applied)"),
+        [("--repo", {"help": "a work tree of the repository (for .mailmap and scope)"}),
+         _REPO_ID],
+    ),
+    (
+        "query", "full-text search over memories", cmd.query,
+        ['mem query "retry budget"', "mem query buffer --git-repo github.com/org/app --json"],
+        ("text", "TEXT", "words to search for (web-search syntax)"),
+        [("--git-repo", {"help": "cite each result by its evidence in this repository"}),
+         ("--limit", {"type": int, "default": 20, "help": "results (1-100, default 20)"})],
+    ),
+]  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mem``."""
     p: argparse.ArgumentParser
@@ -118,41 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-redact", action="store_true", help="keep secrets in the text (default: redact)"
     )
 
-    p = _command(
-        commands, "by-git", "memories at FILE:LINE, through blame", cmd.by_git,
-        ["mem by-git src/app.py:42", "mem by-git src/app.py:40-60 --json --project app",
-         "mem by-git src/app.py:42 --commit 1a2b3c4d --repo ~/app"],
-        json_output=True, project=True,
-    )  # fmt: skip
-    p.add_argument("location", metavar="FILE[:LINE[-END]]", help="a file, a line or a range")
-    p.add_argument("--repo", help="work tree the path is relative to (default: the current dir)")
-    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
-    p.add_argument("--commit", help="look the lines up literally in this commit (no blame)")
-    p.add_argument("--at", help="blame as of this commit instead of HEAD")
-    p = _command(
-        commands, "by-commit", "memories anchored in a commit", cmd.by_commit,
-        ["mem by-commit 1a2b3c4d --repo ~/app", "mem by-commit 1a2b3c4d --json"],
-        json_output=True, project=True,
-    )  # fmt: skip
-    p.add_argument("sha", metavar="SHA", help="a full commit id or a unique prefix")
-    p.add_argument("--repo", help="a work tree of the repository (its identity scopes the lookup)")
-    p.add_argument("--repo-id", help="repository identity to scope the lookup to")
-    p = _command(
-        commands, "by-author", "evidence from an author's commits", cmd.by_author,
-        ["mem by-author ada@example.com --repo ~/app", "mem by-author 'Ada Lovelace' --json"],
-        json_output=True, project=True,
-    )  # fmt: skip
-    p.add_argument("author", metavar="EMAIL", help="author email or name (.mailmap applied)")
-    p.add_argument("--repo", help="a work tree of the repository (for .mailmap and scope)")
-    p.add_argument("--repo-id", help="repository identity to scope the lookup to")
-    p = _command(
-        commands, "query", "full-text search over memories", cmd.query,
-        ['mem query "retry budget"', "mem query buffer --git-repo github.com/org/app --json"],
-        json_output=True, project=True,
-    )  # fmt: skip
-    p.add_argument("text", metavar="TEXT", help="words to search for (web-search syntax)")
-    p.add_argument("--git-repo", help="cite each result by its evidence in this repository")
-    p.add_argument("--limit", type=int, default=20, help="results (1-100, default 20)")
+    for name, help_text, func, examples, positional, options in _LOOKUPS:
+        p = _command(commands, name, help_text, func, examples, json_output=True, project=True)
+        p.add_argument(positional[0], metavar=positional[1], help=positional[2])
+        for flag, settings in options:
+            p.add_argument(flag, **settings)
 
     p = _command(
         commands, "demo", "build a sample repository with memories; show a hover", cmd.demo,

@@ -6,15 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from poimen_memory.domain.checks import (
-    INT4_MAX,
-    ContentError,
-    check_int,
-    check_text,
-    format_timestamp,
-    parse_timestamp,
-    require_keys,
-)
+from poimen_memory.domain import checks
+from poimen_memory.domain.checks import ContentError
 from poimen_memory.domain.ids import CommitSha, ProjectId, RepoId, Sha256Hash, check_repo_path
 
 
@@ -30,10 +23,10 @@ class CommitInfo:
     author_date: datetime
 
     def __post_init__(self) -> None:
-        check_text("commit.message", self.message)
-        check_text("commit.author_name", self.author_name)
-        check_text("commit.author_email", self.author_email)
-        parse_timestamp("commit.author_date", self.author_date)
+        checks.check_text("commit.message", self.message)
+        checks.check_text("commit.author_name", self.author_name)
+        checks.check_text("commit.author_email", self.author_email)
+        checks.parse_timestamp("commit.author_date", self.author_date)
 
     @property
     def summary(self) -> str:
@@ -48,13 +41,13 @@ class CommitInfo:
             "message": self.message,
             "author_name": self.author_name,
             "author_email": self.author_email,
-            "author_date": format_timestamp(self.author_date),
+            "author_date": checks.format_timestamp(self.author_date),
         }
 
     @classmethod
     def from_json(cls, obj: object) -> CommitInfo:
         """Parse the JSON object form; errors name the field."""
-        o = require_keys(
+        o = checks.require_keys(
             "commit", obj, ("repo", "sha", "message", "author_name", "author_email", "author_date")
         )
         return cls(
@@ -63,7 +56,7 @@ class CommitInfo:
             message=o["message"],
             author_name=o["author_name"],
             author_email=o["author_email"],
-            author_date=parse_timestamp("commit.author_date", o["author_date"]),
+            author_date=checks.parse_timestamp("commit.author_date", o["author_date"]),
         )
 
 
@@ -84,8 +77,8 @@ class Anchor:
 
     def __post_init__(self) -> None:
         check_repo_path("file", self.file)
-        check_int("line_start", self.line_start, 0, INT4_MAX)
-        check_int("line_end", self.line_end, 0, INT4_MAX)
+        checks.check_int("line_start", self.line_start, 0, checks.INT4_MAX)
+        checks.check_int("line_end", self.line_end, 0, checks.INT4_MAX)
         if (self.line_start == 0) != (self.line_end == 0):
             raise ContentError(
                 f"line_end: whole-file anchors have line_start = line_end = 0, "
@@ -113,7 +106,7 @@ class Anchor:
     @classmethod
     def from_json(cls, obj: object) -> Anchor:
         """Parse the JSON object form; errors name the field."""
-        o = require_keys(
+        o = checks.require_keys(
             "anchor",
             obj,
             ("project", "node", "repo", "commit_sha", "file", "line_start", "line_end"),

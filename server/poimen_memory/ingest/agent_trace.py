@@ -14,16 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from poimen_memory.domain import (
-    ContentError,
-    Level,
-    MemoryNode,
-    ProjectId,
-    QueryId,
-    RunId,
-    check_repo_path,
-    parse_timestamp,
-)
+from poimen_memory import domain
+from poimen_memory.domain import ContentError, ProjectId, check_repo_path, parse_timestamp
 from poimen_memory.ingest.jsonl import iter_json_lines
 from poimen_memory.ingest.model import BadRecord, Draft, LinesAtCommit, Parsed, SourceRef
 
@@ -87,7 +79,7 @@ def _record(
     tool = record.get("tool") if isinstance(record.get("tool"), Mapping) else {}
     assert isinstance(tool, Mapping)
     tool_name = " ".join(str(tool[k]) for k in ("name", "version") if tool.get(k))
-    run_id = RunId(record_id)
+    run_id = domain.RunId(record_id)
     drafts: list[Draft] = []
     for f_i, file_entry in enumerate(_get(record, "files", list, "")):
         where = f"files[{f_i}]."
@@ -131,8 +123,10 @@ def _record(
                 )
             )
             seed = url or record_id
-            query = QueryId("conv-" + hashlib.sha256(seed.encode()).hexdigest()[:16])
-            node = MemoryNode(Level.L0, project, query, run_id, 0, redact(text), created)
+            query = domain.QueryId("conv-" + hashlib.sha256(seed.encode()).hexdigest()[:16])
+            node = domain.MemoryNode(
+                domain.Level.L0, project, query, run_id, 0, redact(text), created
+            )
             drafts.append(
                 Draft(
                     f"trace-{index}-{f_i}-{c_i}",

@@ -12,56 +12,30 @@ from pathlib import Path
 from poimen_memory.domain import ProjectId
 from poimen_memory.gitio import BlameCache
 from poimen_memory.gitio.cache import default_cache_path
-from poimen_memory.lookup.checkouts import Checkouts, project_for
-from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
-from poimen_memory.lookup.requests import (
-    ByAuthorRequest,
-    ByCommitRequest,
-    ByGitRequest,
-    LookupRequest,
-    QueryRequest,
-)
-from poimen_memory.lookup.results import (
-    Citation,
-    DocumentMemories,
-    LineMemory,
-    LookupResponse,
-    LookupResult,
-    Memory,
-)
-from poimen_memory.lookup.service import LookupService
+from poimen_memory.lookup import checkouts, errors, requests, results, service
+from poimen_memory.lookup.checkouts import *  # noqa: F403  (the package's API, as listed below)
+from poimen_memory.lookup.errors import *  # noqa: F403
+from poimen_memory.lookup.requests import *  # noqa: F403
+from poimen_memory.lookup.results import *  # noqa: F403
+from poimen_memory.lookup.service import *  # noqa: F403
 from poimen_memory.store import Store
 
-__all__ = [
-    "ByAuthorRequest",
-    "ByCommitRequest",
-    "ByGitRequest",
-    "Checkouts",
-    "Citation",
-    "DocumentMemories",
-    "LineMemory",
-    "LookupFailed",
-    "LookupInputError",
-    "LookupRequest",
-    "LookupResponse",
-    "LookupResult",
-    "LookupService",
-    "Memory",
-    "NotInRepository",
-    "QueryRequest",
-    "build_service",
-    "new_checkouts",
-    "project_for",
-]
+__all__ = ["build_service", "new_checkouts"]
+__all__ += checkouts.__all__
+__all__ += errors.__all__
+__all__ += requests.__all__
+__all__ += results.__all__
+__all__ += service.__all__
 
 
 def new_checkouts(
     repo_override: str | None = None,
     detect_moves: bool = False,
     cache_path: Path | None = None,
-) -> Checkouts:
+) -> checkouts.Checkouts:
     """An empty Checkouts over the persistent blame cache (the user's, by default)."""
-    return Checkouts(BlameCache(cache_path or default_cache_path()), repo_override, detect_moves)
+    cache = BlameCache(cache_path or default_cache_path())
+    return checkouts.Checkouts(cache, repo_override, detect_moves)
 
 
 def build_service(
@@ -70,9 +44,9 @@ def build_service(
     default_project: ProjectId | None = None,
     repo_override: str | None = None,
     cache_path: Path | None = None,
-) -> LookupService:
+) -> service.LookupService:
     """A LookupService with the given work trees registered (NotInRepository if one is not)."""
-    checkouts = new_checkouts(repo_override, cache_path=cache_path)
+    known = new_checkouts(repo_override, cache_path=cache_path)
     for directory in repo_dirs:
-        checkouts.add(directory)
-    return LookupService(store, checkouts, default_project)
+        known.add(directory)
+    return service.LookupService(store, known, default_project)

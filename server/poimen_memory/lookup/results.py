@@ -59,6 +59,10 @@ class GitContextOut(_Out):
     author_date: str
 
 
+# git_commit's keys as git_context names them.
+_CONTEXT_NAMES = {"sha": "commit_sha", "message": "commit_msg", "date": "author_date"}
+
+
 class NodeOut(_Out):
     """The seed's node object. ``anchors`` and ``lines`` appear when there are any;
     ``parents`` on top-level nodes only."""
@@ -129,18 +133,14 @@ class Citation:
         )
 
     def git_context(self) -> GitContextOut:
-        """The seed's ``git_context`` object."""
-        c = self.commit
+        """The seed's ``git_context`` object: the place, and the commit's fields renamed."""
+        commit = self.git_commit().model_dump()
         return GitContextOut(
             repo=self.repo.value,
             file=self.file,
             line=self.line_start,
             line_end=self.line_end,
-            commit_sha=c.sha.value,
-            commit_msg=c.message,
-            author=c.author_email,
-            author_name=c.author_name,
-            author_date=c.author_date.isoformat(),
+            **{_CONTEXT_NAMES.get(k, k): v for k, v in commit.items()},
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cachetools import LRUCache
 from lsprotocol import types
 from pygls.capabilities import get_capability
 
@@ -24,8 +25,8 @@ class HoverTexts:
     the service's cached result, rendered again only when a setting changes)."""
 
     def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._texts: dict[tuple[int, int, bool], tuple[LookupResult, str]] = {}
+        # Keyed by the result's id, so the entry keeps the result (an id is reused once freed).
+        self._texts: LRUCache[tuple[int, int, bool], tuple[LookupResult, str]] = LRUCache(size)
 
     def text(self, result: LookupResult, excerpt_length: int, markdown: bool) -> str:
         """The hover text of ``result``."""
@@ -35,8 +36,6 @@ class HoverTexts:
             return hit[1]
         text = render_hover(result, excerpt_length, markdown)
         self._texts[key] = (result, text)
-        while len(self._texts) > self.size:
-            self._texts.pop(next(iter(self._texts)))
         return text
 
 
