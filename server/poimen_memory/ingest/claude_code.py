@@ -2,7 +2,9 @@
 
 Each line is an entry: ``user`` and ``assistant`` messages (content as text or blocks:
 ``text``, ``tool_use``, ``tool_result``), plus bookkeeping (``summary``, meta and command
-entries) that is skipped. A user prompt starts a query (``query_id`` = the prompt's uuid):
+entries) that is skipped. A user prompt starts a query (``query_id`` = the prompt's uuid; a
+prompt without one gets an id derived from its session, line and text; a uuid given twice is a
+bad record, and so are the records of its query, which never join another query):
 
 * its records (prompt, assistant text, tool calls, tool results) become L0 chunks under the
   token budget, each anchored to the lines its Edit/Write/MultiEdit calls produced: the new
@@ -13,6 +15,7 @@ entries) that is skipped. A user prompt starts a query (``query_id`` = the promp
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -79,14 +82,16 @@ def _blocks(content: object) -> list[Mapping[str, Any]]:
 def _tool_result_text(block: Mapping[str, Any]) -> str:
     content = block.get("content")
     if isinstance(content, str):
-        text = content
-    else:
-        text = "\n".join(
-            str(b.get("text", "")) for b in _blocks(content) if b.get("type") == "text"
-        )
-    if len(text) > _TOOL_TEXT_LIMIT:
-        text = text[:_TOOL_TEXT_LIMIT] + f"\n… ({len(text) - _TOOL_TEXT_LIMIT} more characters)"
-    return text
+        return content
+    return "\n".join(str(b.get("text", "")) for b in _blocks(content) if b.get("type") == "text")
+
+
+def _excerpt(text: str) -> str:
+    """``text`` cut to the excerpt limit. Redact first: a cut can split a secret's marker
+    (a PEM block's END line, a key's closing quote) from the secret itself."""
+    if len(text) <= _TOOL_TEXT_LIMIT:
+        return text
+    return text[:_TOOL_TEXT_LIMIT] + f"\n… ({len(text) - _TOOL_TEXT_LIMIT} more characters)"
 
 
 def _is_prompt(entry: Mapping[str, Any], blocks: list[Mapping[str, Any]]) -> bool:
@@ -98,6 +103,27 @@ def _is_prompt(entry: Mapping[str, Any], blocks: list[Mapping[str, Any]]) -> boo
     first = texts[0].lstrip()
     # Slash-command bookkeeping is not a question.
     return not first.startswith(("<command-", "<local-command-", "Caveat: The messages below"))
+
+
+def _prompt_id(uuid: object, source: SourceRef, prompts: dict[str, SourceRef]) -> QueryId:
+    """The query id of a prompt: its uuid, once per transcript. A prompt with no uuid gets a
+    placeholder, replaced by ``_derived_id`` once its text is read."""
+    if uuid is None:
+        return QueryId(f"prompt-line-{source.line}")
+    if not isinstance(uuid, str) or not uuid.strip():
+        raise ContentError(f"uuid: expected a non-empty string, got {uuid!r}")
+    if uuid in prompts:
+        raise ContentError(f"uuid: {uuid!r} is already the prompt at line {prompts[uuid].line}")
+    prompts[uuid] = source
+    return QueryId(uuid)
+
+
+def _derived_id(entry: Mapping[str, Any], query: _Query) -> QueryId:
+    """A stable id for a prompt with no uuid, from its session, its line and its (redacted)
+    text: the same transcript always gives the same id, two prompts never share one."""
+    seed = [str(entry.get("sessionId")), str(query.source.line), *(r.text for r in query.records)]
+    digest = hashlib.sha256("\0".join(seed).encode("utf-8", "surrogatepass")).hexdigest()
+    return QueryId(f"prompt-{digest[:16]}")
 
 
 def _relative(file_path: object, cwd: str | None, repo_root: Path) -> str | None:
@@ -138,10 +164,7 @@ def _tool_use_record_text(name: str, tool_input: Mapping[str, Any], shown_path: 
         return "\n".join(parts)
     if name == "Write":
         return f"[Write {shown_path}]\n{tool_input.get('content', '')}"
-    compact = json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
-    if len(compact) > _TOOL_TEXT_LIMIT:
-        compact = compact[:_TOOL_TEXT_LIMIT] + "…"
-    return f"[{name}] {compact}"
+    return f"[{name}] {json.dumps(tool_input, ensure_ascii=False, sort_keys=True)}"
 
 
 def _edits_of(name: str, tool_input: Mapping[str, Any], file: str, at: datetime) -> list[_Edit]:
@@ -167,6 +190,8 @@ def parse_claude_code(
     rewrites record text (secrets out) before hashing; edits are located with their real text."""
     parsed = Parsed()
     queries: list[_Query] = []
+    current: _Query | None = None  # None: before the first prompt, or after a bad one
+    prompts: dict[str, SourceRef] = {}  # uuid -> the prompt that has it
     run_id: RunId | None = None
     source_id = str(path)
     for number, entry in iter_json_lines(path):
@@ -176,20 +201,24 @@ def parse_claude_code(
             continue
         if not isinstance(entry, Mapping) or entry.get("type") not in ("user", "assistant"):
             continue
+        message = entry.get("message")
+        blocks = _blocks(message.get("content")) if isinstance(message, Mapping) else []
+        prompt = entry["type"] == "user" and _is_prompt(entry, blocks)
+        if prompt:
+            current = None  # until this prompt is known good, nothing joins the query before
         try:
             if run_id is None and isinstance(entry.get("sessionId"), str):
                 run_id = RunId(entry["sessionId"])
             at = parse_timestamp("timestamp", entry.get("timestamp"))
-            message = entry.get("message")
             if not isinstance(message, Mapping):
                 raise ContentError("message: expected an object")
-            blocks = _blocks(message.get("content"))
             cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) else None
-            if entry["type"] == "user" and _is_prompt(entry, blocks):
-                queries.append(_Query(QueryId(str(entry.get("uuid"))), source))
-            if not queries:
-                continue  # bookkeeping before the first prompt
-            query = queries[-1]
+            if prompt:
+                current = _Query(_prompt_id(entry.get("uuid"), source, prompts), source)
+                queries.append(current)
+            if current is None:
+                continue  # bookkeeping before the first prompt, or a bad prompt's query
+            query = current
             for offset, block in enumerate(blocks):
                 kind = block.get("type")
                 # offset: line of the transcript, then block within the line
@@ -209,22 +238,20 @@ def parse_claude_code(
                     raw_path = tool_input.get("file_path")
                     rel = _relative(raw_path, cwd, repo_root) if name in _EDIT_TOOLS else None
                     shown = rel or str(raw_path or "")
-                    query.records.append(
-                        Record(
-                            Role.ASSISTANT,
-                            redact(_tool_use_record_text(name, tool_input, shown)),
-                            at,
-                            prov,
-                        )
-                    )
+                    text = redact(_tool_use_record_text(name, tool_input, shown))
+                    if name not in _EDIT_TOOLS:
+                        text = _excerpt(text)  # an edit is kept whole: it is the evidence
+                    query.records.append(Record(Role.ASSISTANT, text, at, prov))
                     if rel is not None:
                         query.edits.setdefault(len(query.records) - 1, []).extend(
                             _edits_of(name, tool_input, rel, at)
                         )
                 elif kind == "tool_result":
-                    text = redact(_tool_result_text(block))
+                    text = _excerpt(redact(_tool_result_text(block)))
                     if text.strip():
                         query.records.append(Record(Role.TOOL_RESULT, text, at, prov))
+            if prompt and not isinstance(entry.get("uuid"), str):
+                query.query_id = _derived_id(entry, query)
         except ContentError as exc:
             parsed.bad.append(BadRecord(source, str(exc)))
     if run_id is None:
