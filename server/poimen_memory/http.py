@@ -8,24 +8,34 @@ request and response models of ``poimen_memory.lookup`` (OpenAPI is generated fr
     GET  /openapi.json             this API, described
     GET  /health                   {"status": "ok"}
 
-Bad input: 422 ``{"error": "field: ...", "field": "..."}``. With a token, every lookup needs
-``Authorization: Bearer <token>``.
+Bad input: 422 ``{"error": "field: ...", "field": "..."}``. Before a request reaches a route,
+``_Guard`` checks it, in this order: the ``Host`` header is one the server answers to (400,
+against DNS rebinding), no web page sent it (``Origin``, ``Sec-Fetch-Site``: 403 unless the
+origin is allowed), the bearer token on every route but ``/health`` (401), a POST body is
+``application/json`` (422 naming ``body``), and the body arrives whole, within the size cap
+(413) and the time limit (408). A token limited to projects answers 403 naming ``project``
+for any other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, TypeVar
 
 import psycopg
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from poimen_memory import __version__
 from poimen_memory.domain import ContentError
@@ -39,25 +49,34 @@ from poimen_memory.lookup.requests import (
     QueryRequest,
     input_error,
 )
+from poimen_memory.settings import is_loopback
 from poimen_memory.wiring import StoreUnavailable
 
-__all__ = ["create_app", "is_loopback"]
+__all__ = ["MAX_BODY", "READ_TIMEOUT_S", "create_app", "is_loopback", "served_hosts"]
 
-_MAX_BODY = 64 * 1024
+MAX_BODY = 64 * 1024
+READ_TIMEOUT_S = 5.0
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+# Sec-Fetch-Site values a browser sends for a request a page made (not the user, "none").
+_FROM_A_PAGE = frozenset({"cross-site", "same-site"})
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
+def served_hosts(host: str, port: int) -> frozenset[str] | None:
+    """The ``Host`` values a server bound to ``host``:``port`` answers to: the loopback names
+    and the bound host, with the port (also without it on port 80). None (any) when bound to
+    every address: a token is required then, and the machine's names are not known here."""
+    bare = host.strip("[]")
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        if ipaddress.ip_address(bare).is_unspecified:
+            return None
     except ValueError:
-        return False
+        pass
+    names = {*_LOOPBACK_NAMES, f"[{bare}]" if ":" in bare else bare.lower()}
+    return frozenset({f"{name}:{port}" for name in names} | (names if port == 80 else set()))
 
 
 class ErrorOut(BaseModel):
-    """Every error answer: the message, and the field it is about (bad input only)."""
+    """Every error answer: the message, and the field (or header) it is about."""
 
     error: str
     field: str | None = None
@@ -69,26 +88,176 @@ class HealthOut(BaseModel):
     status: str
 
 
-class _Unauthorized(Exception):
-    """A lookup without the right bearer token."""
+class _Refused(Exception):
+    """A request refused before or instead of its lookup: status, field, message."""
+
+    def __init__(self, status: int, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.status = status
+        self.field = field
 
 
 def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
     return JSONResponse(ErrorOut(error=message, field=field).model_dump(exclude_none=True), status)
 
 
+def _doc(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+# What any request may get before it reaches its route, and what a lookup may get after.
+_GUARDED: dict[int | str, dict[str, Any]] = {
+    400: _doc("the Host header is not a name this server answers to (`field`: host)"),
+    403: _doc("sent by a web page whose origin is not allowed, or a token not for `project`"),
+    408: _doc(f"the body did not arrive within {READ_TIMEOUT_S:g} s"),
+    413: _doc(f"the body is larger than {MAX_BODY} bytes"),
+}
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "missing or wrong bearer token"},
-    404: {"model": ErrorOut, "description": "the repository or file is not known here"},
-    422: {"model": ErrorOut, "description": "bad input; `field` names it"},
-    503: {"model": ErrorOut, "description": "memory store unreachable"},
+    **_GUARDED,
+    401: _doc("missing or wrong bearer token"),
+    404: _doc("the repository or file is not known here"),
+    422: _doc("bad input; `field` names it (`body`: not application/json, or not JSON)"),
+    503: _doc("memory store unreachable"),
 }
 
 _R = TypeVar("_R", bound=LookupRequest)
 
 
-def create_app(service: LookupService, token: str | None = None) -> FastAPI:
-    """The ASGI app; ``token`` (when set) is required as a bearer token on every lookup."""
+class _Guard:
+    """Every check a request passes before the app sees it (see the module's docstring). The
+    body is read here, capped and timed, then handed on whole."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        hosts: frozenset[str] | None,
+        origins: frozenset[str],
+        body_paths: frozenset[str],
+        max_body: int,
+        read_timeout: float,
+    ) -> None:
+        self.app = app
+        self.token = token
+        self.hosts = hosts
+        self.origins = origins
+        self.body_paths = body_paths
+        self.max_body = max_body
+        self.read_timeout = read_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        try:
+            if not self._check(scope, headers):  # a CORS preflight: CORSMiddleware answers it
+                await self.app(scope, receive, send)
+                return
+            body = await self._body(headers, receive)
+        except _Refused as refused:
+            answer = _error(refused.status, str(refused), refused.field)
+            answer.headers["connection"] = "close"  # the rest of the request is never read
+            if refused.status == 401:
+                answer.headers["www-authenticate"] = "Bearer"
+            await answer(scope, receive, send)
+            return
+        if body is not None:  # else the client left before sending it all
+            await self.app(scope, _replay(body, receive), send)
+
+    def _check(self, scope: Scope, headers: Headers) -> bool:
+        """Refuse what must not reach the app; False for a preflight the app should answer."""
+        host = headers.get("host")
+        if self.hosts is not None and (host or "").lower() not in self.hosts:
+            shown = "missing" if host is None else f"{host!r} is not a name this server answers to"
+            raise _Refused(400, "host", shown)
+        origin = headers.get("origin")
+        if origin is not None and origin.lower().rstrip("/") not in self.origins:
+            raise _Refused(
+                403, "origin", f"requests from web pages at {origin!r} are not allowed "
+                "(--allow-origin or POIMEN_HTTP_ALLOW_ORIGINS lets one in)",
+            )  # fmt: skip
+        if origin is None and headers.get("sec-fetch-site", "none").lower() in _FROM_A_PAGE:
+            raise _Refused(403, "origin", "requests from web pages are not allowed")
+        method = scope["method"]
+        if method == "OPTIONS" and origin and "access-control-request-method" in headers:
+            return False
+        if self.token is not None and scope["path"] != "/health":
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            # The scheme is case-insensitive (RFC 7235); the token is compared in constant time.
+            good = hmac.compare_digest(given.strip().encode(), self.token.encode())
+            if scheme.lower() != "bearer" or not good:
+                raise _Refused(401, "authorization", "missing or wrong bearer token")
+        if method == "POST" and scope["path"] in self.body_paths:
+            given_type = headers.get("content-type")
+            if (given_type or "").split(";")[0].strip().lower() != "application/json":
+                shown = "none" if given_type is None else repr(given_type)
+                raise _Refused(422, "body", f"Content-Type must be application/json, got {shown}")
+        return True
+
+    async def _body(self, headers: Headers, receive: Receive) -> bytes | None:
+        """The whole body (None if the client left): refused as soon as more than the cap
+        arrived (or is announced), or when it has not arrived in time (a client that stops
+        half-way holds nothing for long)."""
+        too_large = _Refused(413, "body", f"larger than {self.max_body} bytes")
+        length = headers.get("content-length", "")
+        if length.isascii() and length.isdigit() and int(length) > self.max_body:
+            raise too_large
+        chunks: list[bytes] = []
+        size, more = 0, True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_timeout
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), deadline - loop.time())
+            except TimeoutError:
+                raise _Refused(
+                    408, "body", f"not received within {self.read_timeout:g} s"
+                ) from None
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise too_large
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` once, then whatever the connection says next."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def create_app(
+    service: LookupService,
+    token: str | None = None,
+    *,
+    token_projects: Iterable[str] = (),
+    hosts: Iterable[str] | None = None,
+    allow_origins: Iterable[str] = (),
+    max_body: int = MAX_BODY,
+    read_timeout: float = READ_TIMEOUT_S,
+) -> FastAPI:
+    """The ASGI app. ``token`` (when set) is required on every route but ``/health``;
+    ``token_projects`` (when any) are the only projects it may ask about. ``hosts`` are the
+    ``Host`` values accepted (``served_hosts``; None: any, for an app called in process);
+    ``allow_origins`` the web pages let in (CORS)."""
+    projects = frozenset(token_projects)
+    if projects and token is None:
+        raise ValueError("token_projects without a token")
+    origins = frozenset(o.lower().rstrip("/") for o in allow_origins)
     app = FastAPI(
         title="poimen-memory",
         version=__version__,
@@ -97,25 +266,15 @@ def create_app(service: LookupService, token: str | None = None) -> FastAPI:
         redoc_url=None,
     )
 
-    async def authorized(request: Request) -> None:
-        if token is not None:
-            given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                raise _Unauthorized
-        if len(await request.body()) > _MAX_BODY:
-            raise LookupInputError("body", f"larger than {_MAX_BODY} bytes")
-
-    guarded = [Depends(authorized)]
-
     async def answer(run: Callable[[_R], LookupResult], req: _R) -> Response:
+        if projects:
+            project = service.project_of(req).value
+            if project not in projects:
+                raise _Refused(403, "project", f"this token is not for project {project!r}")
         result = await run_in_threadpool(run, req)
         return Response(result.response().model_dump_json(), media_type="application/json")
 
-    lookup: dict[str, Any] = {
-        "response_model": LookupResponse,
-        "responses": _ERRORS,
-        "dependencies": guarded,
-    }
+    lookup: dict[str, Any] = {"response_model": LookupResponse, "responses": _ERRORS}
 
     @app.post("/memory/nodes/by-git", summary="Memories at a code location", **lookup)
     async def by_git(body: ByGitRequest) -> Response:
@@ -133,7 +292,7 @@ def create_app(service: LookupService, token: str | None = None) -> FastAPI:
     async def query(params: Annotated[QueryRequest, Query()]) -> Response:
         return await answer(service.query, params)
 
-    @app.get("/health", response_model=HealthOut)
+    @app.get("/health", response_model=HealthOut, responses=_GUARDED)
     async def health() -> HealthOut:
         return HealthOut(status="ok")
 
@@ -171,8 +330,26 @@ def create_app(service: LookupService, token: str | None = None) -> FastAPI:
     async def unavailable(_: Request, exc: Exception) -> Response:
         return _error(503, "memory store unreachable")
 
-    @app.exception_handler(_Unauthorized)
-    async def unauthorized(_: Request, exc: _Unauthorized) -> Response:
-        return _error(401, "missing or wrong bearer token")
+    @app.exception_handler(_Refused)
+    async def refused(_: Request, exc: _Refused) -> Response:
+        return _error(exc.status, str(exc), exc.field)
 
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=sorted(origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
+    posts = [r for r in app.routes if isinstance(r, APIRoute) and "POST" in (r.methods or ())]
+    body_paths = frozenset(route.path for route in posts)
+    app.add_middleware(
+        _Guard,
+        token=token,
+        hosts=None if hosts is None else frozenset(h.lower() for h in hosts),
+        origins=origins,
+        body_paths=body_paths,
+        max_body=max_body,
+        read_timeout=read_timeout,
+    )
     return app

@@ -30,7 +30,7 @@ from poimen_memory.lookup import (
     build_service,
 )
 from poimen_memory.render import render_text
-from poimen_memory.settings import Settings, load_settings
+from poimen_memory.settings import Settings, is_loopback, load_settings
 from poimen_memory.store import Store, connect, embedded_dsn, migrate
 from poimen_memory.store.connection import describe_target, server_version
 
@@ -268,22 +268,40 @@ def http(args: argparse.Namespace) -> int:
     """Serve the HTTP API."""
     import uvicorn
 
-    from poimen_memory.http import create_app, is_loopback
+    from poimen_memory.http import create_app, served_hosts
 
-    settings = load_settings({"dsn": args.dsn, "project": args.project, "http_token": args.token})
+    settings = load_settings(
+        {
+            "dsn": args.dsn,
+            "project": args.project,
+            "http_token": args.token,
+            "http_token_projects": args.token_project,
+            "http_allow_origins": args.allow_origin,
+        }
+    )
     token = settings.http_token
     if not is_loopback(args.host) and not token:
         raise UsageError(
             f"--host: {args.host} is reachable from other machines; set --token or "
             "POIMEN_HTTP_TOKEN to require a bearer token"
         )
+    if settings.http_token_projects and token is None:
+        where = settings.origin("http_token_projects") or "--token-project"
+        raise UsageError(f"{where}: limits a token, but no --token or POIMEN_HTTP_TOKEN is set")
     if not 0 < args.port < 65536:
         raise UsageError(f"--port: expected 1 to 65535, got {args.port}")
     dsn, _ = _target(args)
     default = None if settings.project is None else ProjectId(settings.project)
     with Store(dsn) as store:
         service = build_service(store, args.repo or [], default, args.repo_id)
-        uvicorn.run(create_app(service, token), host=args.host, port=args.port, log_level="warning")
+        app = create_app(
+            service,
+            token,
+            token_projects=settings.http_token_projects,
+            hosts=served_hosts(args.host, args.port),
+            allow_origins=settings.http_allow_origins,
+        )
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -312,17 +330,21 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def lsp(args: argparse.Namespace) -> int:
-    """Run the language server on stdio (or TCP)."""
+    """Run the language server on stdio (or TCP, on loopback only)."""
     from poimen_memory.lsp.server import create_server
 
-    server = create_server()
     if args.tcp:
         host, sep, port = args.tcp.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise UsageError(f"--tcp: expected HOST:PORT, got {args.tcp!r}")
-        server.start_tcp(host, int(port))
+        if not is_loopback(host):  # LSP has no authentication: anyone who connects is served
+            raise UsageError(
+                f"--tcp: {host} is reachable from other machines and the language server "
+                "has no authentication; bind 127.0.0.1, [::1] or localhost"
+            )
+        create_server().start_tcp(host.strip("[]"), int(port))
     else:
-        server.start_io()
+        create_server().start_io()
     return 0
 
 

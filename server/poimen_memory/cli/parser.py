@@ -174,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "lsp", "run the language server (stdio by default)", cmd.lsp,
         ["mem lsp", "mem lsp --tcp 127.0.0.1:2087"], dsn=False,
     )  # fmt: skip
-    p.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    p.add_argument(
+        "--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio (loopback only)"
+    )
     p = _command(
         commands, "http", "serve the HTTP API", cmd.http,
         ["mem http --repo ~/app --project app",
@@ -185,5 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8750, help="port (default 8750)")
     p.add_argument("--repo", action="append", help="a work tree to serve by-git for (repeatable)")
     p.add_argument("--repo-id", help="repository identity instead of origin's URL")
-    p.add_argument("--token", help="bearer token required on every request")
+    p.add_argument("--token", help="bearer token required on every route but /health")
+    p.add_argument(
+        "--token-project",
+        action="append",
+        metavar="PROJECT",
+        help="the token may only ask about this project (repeatable; default: any)",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="let web pages from this origin call the API, e.g. http://localhost:3000 "
+        "(repeatable; default: none)",
+    )
     return parser

@@ -17,6 +17,7 @@ from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.lookup import LookupFailed, LookupService, new_checkouts
 from poimen_memory.lsp.config import SECTION, Config, parse_config
 from poimen_memory.lsp.documents import workspace_roots
+from poimen_memory.settings import redact_dsn
 from poimen_memory.wiring import IngestListener, open_store
 
 if TYPE_CHECKING:
@@ -95,8 +96,9 @@ def apply_config(ls: PoimenServer, raw: object, *, base: Config | None = None) -
     config, problems = parse_config(raw, base or old)
     ls.state.config = config
     logging.getLogger("poimen_memory").setLevel(config.log_level.upper())
-    for problem in problems:
-        ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, problem))
+    for problem in problems:  # a bad dsn value is shown without its password
+        shown = redact_dsn(problem)
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, shown))
     where = (config.dsn, config.repo, config.blame.detect_moves)
     if ls.state.checkouts is not None and where != (old.dsn, old.repo, old.blame.detect_moves):
         rebuild_service(ls)
@@ -119,9 +121,8 @@ def rebuild_service(ls: PoimenServer) -> None:
     try:
         store = _open_store(config.dsn)
     except (ConfigError, ContentError, StoreUnavailable) as exc:
-        ls.window_show_message(
-            types.ShowMessageParams(types.MessageType.Error, f"{SECTION}.dsn: {exc}")
-        )
+        message = redact_dsn(f"{SECTION}.dsn: {exc}", config.dsn)
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
         store = _open_store(None)
     ls.state.service = LookupService(store, checkouts, ls.project())
     # Connect now, in the background, so the first hover does not pay for it.

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import conninfo as pg_conninfo
 
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.settings import load_settings
+from poimen_memory.settings import invalid_dsn, load_settings, redact_dsn
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -52,7 +52,8 @@ def embedded_dsn(directory: Path | None = None) -> str:
 
 
 def describe_target(dsn: str) -> str:
-    """``host H port P database D`` for messages, without the password."""
+    """``host H port P database D`` for messages, without the password (a ``dbname`` may be a
+    whole connection string: its secrets are hidden too)."""
     try:
         params = pg_conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
@@ -60,7 +61,7 @@ def describe_target(dsn: str) -> str:
     host = params.get("host") or params.get("hostaddr") or "the local socket"
     port = params.get("port") or "5432"
     dbname = params.get("dbname") or params.get("user") or "(default)"
-    return f"host {host} port {port} database {dbname}"
+    return redact_dsn(f"host {host} port {port} database {dbname}", dsn)
 
 
 def connect(
@@ -71,10 +72,13 @@ def connect(
         return psycopg.connect(dsn, connect_timeout=timeout, autocommit=autocommit)
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(
-            f"cannot connect to Postgres at {describe_target(dsn)}: {_reason(exc)}. "
+            f"cannot connect to Postgres at {describe_target(dsn)}: "
+            f"{redact_dsn(_reason(exc), dsn)}. "
             "Check that the server is running and accepts connections there, and that "
             "--dsn, POIMEN_DSN or the config file names it correctly."
         ) from None
+    except psycopg.ProgrammingError as exc:  # libpq cannot parse it: its message may quote it
+        raise ConfigError(invalid_dsn(dsn, exc)) from None
 
 
 def server_version(dsn: str, timeout: int = 3) -> str:
