@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from poimen_memory.domain.checks import (
     BIGINT_MAX,
@@ -21,6 +21,21 @@ from poimen_memory.domain.checks import (
 )
 from poimen_memory.domain.encoding import chunk_encoding, node_encoding
 from poimen_memory.domain.ids import ProjectId, QueryId, RunId, Sha256Hash, trusted
+
+# The most UTF-8 bytes of text one node may hold: 1 MiB. A node is shown whole in a hover and
+# sent whole by every surface; an L0 chunk is some 8 KB (2048 tokens), so this is over a
+# hundred chunks' worth, past anything a reader takes in, and it bounds what one row costs.
+MAX_TEXT_BYTES: Final = 1 << 20
+
+
+def check_text_size(text: str) -> None:
+    """Refuse a text over MAX_TEXT_BYTES: ``text too long (N bytes, max M)``."""
+    if len(text) * 4 <= MAX_TEXT_BYTES:  # UTF-8 takes at most 4 bytes a character
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_TEXT_BYTES:
+        raise ContentError(f"text too long ({size} bytes, max {MAX_TEXT_BYTES})")
+
 
 # ---------------------------------------------------------------------------------------------
 # Closed enums

@@ -9,14 +9,13 @@ the query. Files may hold one record (JSON), a list of records, or one record a 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from poimen_memory import domain
 from poimen_memory.domain import ContentError, ProjectId, check_repo_path, parse_timestamp
-from poimen_memory.ingest.jsonl import iter_json_lines
+from poimen_memory.ingest.jsonl import iter_json_lines, read_json_document
 from poimen_memory.ingest.model import BadRecord, Draft, LinesAtCommit, Parsed, SourceRef
 
 __all__ = ["looks_like_agent_trace", "parse_agent_trace"]
@@ -28,14 +27,12 @@ def looks_like_agent_trace(obj: object) -> bool:
 
 
 def _records(path: Path) -> list[tuple[int, object]]:
-    raw = path.read_bytes()
-    try:
-        whole = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    document = read_json_document(path)
+    if document is None:  # not one JSON document: one record a line
         return list(iter_json_lines(path))
-    if isinstance(whole, list):
-        return [(1, item) for item in whole]
-    return [(1, whole)]
+    if isinstance(document.value, list):
+        return [(1, item) for item in document.value]
+    return [(1, document.value)]
 
 
 def parse_agent_trace(path: Path, project: ProjectId, redact: Callable[[str], str] = str) -> Parsed:

@@ -1,8 +1,9 @@
 """Git enrichment at ingest: anchor requests -> anchors at origin commits, with commit metadata
 read from the real repository (message, .mailmap-normalized author, author date).
 
-Every request is resolved with a bounded number of git processes: one to resolve commit ids,
-one for the blobs, one blame per file at HEAD (cached), one for all commit metadata.
+Every request is resolved with a bounded number of git processes: one to resolve commit ids
+(and one more to tell ambiguous prefixes from unknown ones, when some do not resolve), one for
+the blobs, one blame per file at HEAD (cached), one for all commit metadata.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def enrich(
         for d in wanted:
             out.reject(d, f"anchors: {exc}")
         return out
+    ambiguous = _ambiguous(repo, sorted(n for n, sha in resolved.items() if sha is None))
 
     # 2. files: existence at the named commits (one batch-check; reading every version of a
     #    busy file to count its lines would cost minutes), texts at HEAD for edits and lines.
@@ -143,7 +145,7 @@ def enrich(
         try:
             for r in d.anchors:
                 pending[d.local_id].extend(
-                    _resolve(r, repo, head, resolved, blobs, present, blame_at_head, out)
+                    _resolve(r, repo, head, resolved, ambiguous, blobs, present, blame_at_head, out)
                 )
         except _Bad as exc:
             out.reject(d, f"anchors: {exc}")
@@ -179,11 +181,26 @@ def enrich(
     return out
 
 
+def _ambiguous(repo: GitRepo, prefixes: Sequence[str]) -> set[str]:
+    """Which of these unresolved commit prefixes name several objects (one git process)."""
+    if not prefixes:
+        return set()
+    # Asked bare: with ^{commit} git answers "missing" for an ambiguous prefix too.
+    asked = "".join(f"{p.lower()}\n" for p in prefixes).encode("ascii")
+    try:
+        done = repo.runner.run(repo.root, ["cat-file", "--batch-check"], stdin=asked)
+    except GitError:
+        return set()  # then they are reported as not in the repository, as before
+    answers = done.stdout.decode("ascii", "replace").splitlines()
+    return {p for p, a in zip(prefixes, answers, strict=False) if a.endswith(" ambiguous")}
+
+
 def _resolve(
     request: object,
     repo: GitRepo,
     head: CommitSha,
     resolved: dict[str, CommitSha | None],
+    ambiguous: set[str],
     blobs: dict[tuple[CommitSha, str], bytes | None],
     present: set[tuple[CommitSha, str]],
     blame_of: Callable[[str], Blame],
@@ -193,6 +210,11 @@ def _resolve(
         if not is_commit_prefix(request.commit):
             raise _Bad(f"commit: {request.commit!r} is not a commit id (4 to 64 hex digits)")
         sha = resolved.get(request.commit)
+        if sha is None and request.commit in ambiguous:
+            raise _Bad(
+                f"commit {request.commit!r} is ambiguous in the repository at {repo.root} "
+                "(several objects start with it); give more digits"
+            )
         if sha is None:
             raise _Bad(f"commit {request.commit!r} is not in the repository at {repo.root}")
         if (sha, request.file) not in present:

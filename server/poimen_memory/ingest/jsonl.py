@@ -19,12 +19,14 @@ line number), ``run_id`` (default: derived from the file name), ``t`` (default 0
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Final
 
 from poimen_memory.domain import (
     ContentError,
@@ -47,7 +49,20 @@ from poimen_memory.ingest.model import (
     WholeFile,
 )
 
-__all__ = ["default_run_id", "parse_jsonl"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "JsonDocument",
+    "default_run_id",
+    "iter_json_lines",
+    "parse_jsonl",
+    "read_json_document",
+]
+
+# The longest line (and the largest whole JSON file) read: a node's text at its limit (1 MiB)
+# even escaped 6 bytes a character, and Claude Code entries carrying a pasted image, fit; a
+# longer line is refused, and never held in memory beyond this much of it.
+MAX_LINE_BYTES: Final = 16 << 20
+_PIECE = 1 << 20  # lines are read in pieces of this size, so a long one is not read whole
 
 _NODE_KEYS = frozenset(
     {"type", "id", "level", "query_id", "text", "run_id", "t", "created_at", "parents", "anchors"}
@@ -61,19 +76,79 @@ def default_run_id(path: Path) -> RunId:
     return RunId(f"import-{digest}")
 
 
+def _json(raw: bytes, source: SourceRef) -> object | BadRecord:
+    """One JSON value from ``raw`` (UTF-8), or why it is not one."""
+    try:
+        value: object = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return BadRecord(source, "not UTF-8 text")
+    except json.JSONDecodeError as exc:
+        return BadRecord(source, f"not valid JSON: {exc.msg} at column {exc.colno}")
+    except RecursionError:
+        return BadRecord(source, "too deeply nested")
+    return value
+
+
+def _next_line(handle: IO[bytes]) -> tuple[bytes, bool]:
+    """The next line (b"" at the end of the file) and whether it was over MAX_LINE_BYTES, in
+    which case it was read past, not kept."""
+    pieces: list[bytes] = []
+    size = 0
+    while piece := handle.readline(_PIECE):
+        pieces.append(piece)
+        size += len(piece)
+        if piece.endswith(b"\n"):
+            size -= 1
+            break
+        if size > MAX_LINE_BYTES:
+            pieces.clear()
+            while (piece := handle.readline(_PIECE)) and not piece.endswith(b"\n"):
+                pass
+            return b"", True
+    if size > MAX_LINE_BYTES:
+        return b"", True
+    return b"".join(pieces), False
+
+
 def iter_json_lines(path: Path) -> Iterable[tuple[int, object | BadRecord]]:
-    """(line number, parsed JSON or a BadRecord) for each non-blank line of ``path``."""
+    """(line number, parsed JSON or a BadRecord) for each non-blank line of ``path``. A UTF-8
+    byte order mark is skipped; a line over MAX_LINE_BYTES is reported, never read whole."""
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
+        number = 0
+        while True:
+            raw, too_long = _next_line(handle)
+            if not (raw or too_long):
+                return
+            number += 1
             source = SourceRef(str(path), number)
-            try:
-                yield number, json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                yield number, BadRecord(source, "not UTF-8 text")
-            except json.JSONDecodeError as exc:
-                yield number, BadRecord(source, f"not valid JSON: {exc.msg} at column {exc.colno}")
+            if too_long:
+                yield number, BadRecord(source, f"line too long (over {MAX_LINE_BYTES} bytes)")
+                continue
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            if not raw or raw.isspace():
+                continue
+            yield number, _json(raw, source)
+
+
+@dataclass(frozen=True, slots=True)
+class JsonDocument:
+    """A whole file parsed as one JSON value."""
+
+    value: object
+
+
+def read_json_document(path: Path) -> JsonDocument | None:
+    """The file as one JSON document (a UTF-8 byte order mark skipped), or None when it is not
+    one: over MAX_LINE_BYTES, not UTF-8, not JSON, or nested too deeply to parse."""
+    with path.open("rb") as handle:
+        if path.stat().st_size > MAX_LINE_BYTES:
+            return None
+        raw = handle.read(MAX_LINE_BYTES + 1)  # the file may have grown since
+    if len(raw) > MAX_LINE_BYTES:
+        return None
+    found = _json(raw.removeprefix(codecs.BOM_UTF8), SourceRef(str(path), 1))
+    return None if isinstance(found, BadRecord) else JsonDocument(found)
 
 
 def parse_jsonl(

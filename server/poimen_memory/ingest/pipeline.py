@@ -1,8 +1,9 @@
 """``mem ingest``: files -> drafts (adapters) -> git enrichment -> store, in batches.
 
-Everything is parsed and checked before anything is written. By default one bad record means
-nothing is written; with ``skip_bad`` the good ones are. Batches are written one transaction
-each, parents before children, with a NOTIFY on ``poimen_memory_ingest`` after each.
+Everything is parsed and checked before anything is written, the size of each node's text
+included. By default one bad record means nothing is written; with ``skip_bad`` the good ones
+are. Batches are written one transaction each, parents before children, with a NOTIFY on
+``poimen_memory_ingest`` after each.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from poimen_memory.chunking import DEFAULT_TOKEN_BUDGET
@@ -19,6 +21,7 @@ from poimen_memory.domain import (
     Anchor,
     CommitInfo,
     CommitSha,
+    ContentError,
     Edge,
     Level,
     MemoryNode,
@@ -26,15 +29,17 @@ from poimen_memory.domain import (
     RepoId,
     Sha256Hash,
 )
+from poimen_memory.domain.nodes import check_text_size
 from poimen_memory.gitio import BlameCache, Blamer, GitError, GitRepo
 from poimen_memory.gitio.cache import default_cache_path
 from poimen_memory.ingest.agent_trace import looks_like_agent_trace, parse_agent_trace
 from poimen_memory.ingest.claude_code import looks_like_claude_code, parse_claude_code
 from poimen_memory.ingest.enrich import enrich
-from poimen_memory.ingest.jsonl import iter_json_lines, parse_jsonl
+from poimen_memory.ingest.jsonl import iter_json_lines, parse_jsonl, read_json_document
 from poimen_memory.ingest.model import BadRecord, Draft, IngestError, Parsed, SourceRef
 from poimen_memory.ingest.redact import Redactor
 from poimen_memory.store import NOTIFY_CHANNEL, Batch, InsertCounts, Store
+from poimen_memory.store.connector import StoreRejected
 
 __all__ = [
     "NOTIFY_CHANNEL",
@@ -48,6 +53,8 @@ __all__ = [
 ]
 
 _SHA = re.compile(r"[0-9a-f]{64}")
+# Lines looked at to tell a file's format; bad ones among them are reported when it is parsed.
+_DETECT_LINES = 64
 
 
 class Format(enum.Enum):
@@ -142,10 +149,11 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
 
 
 def detect_format(path: Path) -> Format:
-    """The format of a file, from its first JSON object."""
-    for _, obj in iter_json_lines(path):
+    """The format of a file, from its first JSON object (lines that are not one are passed
+    over here, and reported when the file is parsed), else from the file as one document."""
+    for _, obj in islice(iter_json_lines(path), _DETECT_LINES):
         if isinstance(obj, BadRecord):
-            break
+            continue
         if looks_like_agent_trace(obj):
             return Format.AGENT_TRACE
         if looks_like_claude_code(obj):
@@ -155,10 +163,8 @@ def detect_format(path: Path) -> Format:
         if isinstance(obj, dict) and obj.get("type") == "summary":
             continue  # Claude Code transcripts may open with summaries
         break
-    try:
-        whole = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        whole = None
+    document = read_json_document(path)
+    whole = None if document is None else document.value
     first = whole[0] if isinstance(whole, list) and whole else whole
     if looks_like_agent_trace(first):
         return Format.AGENT_TRACE
@@ -177,6 +183,17 @@ def _parse(path: Path, options: IngestOptions, repo_root: Path, redactor: Redact
     if fmt is Format.AGENT_TRACE:
         return parse_agent_trace(path, options.project, redactor)
     raise IngestError(f"--format: unsupported {fmt.value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    """One input file, checked: its good drafts, its edges, their anchors, and the local ids
+    of the drafts reported bad (so nodes linking to them say so)."""
+
+    drafts: list[Draft]
+    edges: list[tuple[str, str, SourceRef]]
+    anchors: dict[str, list[Anchor]]
+    dropped: set[str]
 
 
 @dataclass(slots=True)
@@ -205,9 +222,7 @@ def ingest(
     blamer = Blamer(repo, BlameCache(options.cache_path or default_cache_path()))
     redactor = Redactor(enabled=options.redact)
     bad: list[BadRecord] = []
-    per_file: list[
-        tuple[list[Draft], list[tuple[str, str, SourceRef]], dict[str, list[Anchor]]]
-    ] = []
+    per_file: list[_File] = []
     commits: dict[CommitSha, CommitInfo] = {}
     for index, path in enumerate(files):
         if on_progress:
@@ -217,16 +232,18 @@ def ingest(
         except OSError as exc:
             raise IngestError(f"PATH: cannot read {path}: {exc.strerror}") from None
         bad.extend(parsed.bad)
-        enriched = enrich(repo, blamer, parsed.drafts, options.project, repo_id)
+        sized = _within_limits(parsed.drafts, bad)
+        enriched = enrich(repo, blamer, sized, options.project, repo_id)
         bad.extend(enriched.bad)
         summary.unanchored_edits += enriched.unlocated
-        good = [d for d in parsed.drafts if d.local_id not in enriched.bad_ids]
-        per_file.append((good, parsed.edges, enriched.anchors))
+        good = [d for d in sized if d.local_id not in enriched.bad_ids]
+        dropped = {d.local_id for d in parsed.drafts} - {d.local_id for d in good}
+        per_file.append(_File(good, parsed.edges, enriched.anchors, dropped))
         commits.update(enriched.commits)
     levels = _known_levels(per_file, store, options.project)
     plan = _Plan(commits=commits)
-    for drafts, edges, anchors in per_file:
-        _plan_file(plan, drafts, edges, anchors, levels, bad)
+    for file in per_file:
+        _plan_file(plan, file, levels, bad)
     if bad and not options.skip_bad:
         raise IngestRejected(bad)
     summary.skipped = bad
@@ -239,17 +256,28 @@ def ingest(
     return summary
 
 
+def _within_limits(drafts: list[Draft], bad: list[BadRecord]) -> list[Draft]:
+    """The drafts whose text is within the size limit; the others are reported bad."""
+    kept = []
+    for draft in drafts:
+        try:
+            check_text_size(draft.node.text)
+        except ContentError as exc:
+            bad.append(BadRecord(draft.source, str(exc)))
+            continue
+        kept.append(draft)
+    return kept
+
+
 def _known_levels(
-    per_file: list[tuple[list[Draft], list[tuple[str, str, SourceRef]], dict[str, list[Anchor]]]],
-    store: Store,
-    project: ProjectId,
+    per_file: list[_File], store: Store, project: ProjectId
 ) -> dict[Sha256Hash, Level]:
     """Levels of every node the input defines, and of the stored nodes it refers to by sha."""
-    levels = {d.node.sha256: d.node.level for drafts, _, _ in per_file for d in drafts}
+    levels = {d.node.sha256: d.node.level for f in per_file for d in f.drafts}
     refs = {
         Sha256Hash(r)
-        for drafts, edges, _ in per_file
-        for r in [*(p for d in drafts for p in d.parents), *(x for e in edges for x in e[:2])]
+        for f in per_file
+        for r in [*(p for d in f.drafts for p in d.parents), *(x for e in f.edges for x in e[:2])]
         if _SHA.fullmatch(r)
     }
     outside = refs - set(levels)
@@ -259,17 +287,13 @@ def _known_levels(
 
 
 def _plan_file(
-    plan: _Plan,
-    drafts: list[Draft],
-    edges: list[tuple[str, str, SourceRef]],
-    anchors: dict[str, list[Anchor]],
-    levels: dict[Sha256Hash, Level],
-    bad: list[BadRecord],
+    plan: _Plan, file: _File, levels: dict[Sha256Hash, Level], bad: list[BadRecord]
 ) -> None:
     """Add a file's nodes and edges to the plan. A node whose parent cannot be linked is bad
     as a whole (never half-written); so, in turn, are the nodes below it."""
-    alive = {d.local_id: d for d in drafts}
-    rejected: set[str] = set()
+    alive = {d.local_id: d for d in file.drafts}
+    rejected = set(file.dropped)
+    edges, anchors = file.edges, file.anchors
 
     def resolve(ref: str) -> tuple[Sha256Hash | None, str]:
         if ref in alive:
@@ -358,10 +382,18 @@ def _write(
         commits = list({a.commit: plan.commits[a.commit] for a in anchors}.values())
         if not (nodes or edges):
             break
-        counts = store.insert_batch(
-            Batch(nodes=nodes, edges=edges, commits=commits, anchors=anchors),
-            notify=(NOTIFY_CHANNEL, payload),
-        )
+        try:
+            counts = store.insert_batch(
+                Batch(nodes=nodes, edges=edges, commits=commits, anchors=anchors),
+                notify=(NOTIFY_CHANNEL, payload),
+            )
+        except StoreRejected as exc:
+            done = (
+                f"{start} node(s) in {summary.batches} earlier batch(es) were written"
+                if summary.batches
+                else "nothing was written"
+            )
+            raise StoreRejected(f"{exc}; {done}") from None
         written = InsertCounts(
             nodes=written.nodes + counts.nodes,
             edges=written.edges + counts.edges,

@@ -2,7 +2,9 @@
 with every connection failure mapped to ``StoreUnavailable``. Queries live on top of it.
 
 A lost server is not fatal: the pool is dropped, and the next use at least ``retry_interval``
-seconds later connects afresh, so the store comes back by itself.
+seconds later connects afresh, so the store comes back by itself. A server that answers but
+refuses a statement's data (a value out of range, over a limit) is not unreachable: that is
+``StoreRejected``, and the pool stays.
 """
 
 from __future__ import annotations
@@ -17,13 +19,30 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
+from poimen_memory.domain import ContentError
 from poimen_memory.store.adapters import register_domain_types
 from poimen_memory.store.connection import StoreUnavailable, connect, describe_target
 from poimen_memory.store.queries import query
 
-__all__ = ["Connection", "Connector"]
+__all__ = ["Connection", "Connector", "StoreRejected"]
 
 Connection = psycopg.Connection[DictRow]
+
+# SQLSTATE classes of data the server refuses: data exception, program limit exceeded.
+_REFUSED_CLASSES = ("22", "54")
+# SQLSTATEs of a connection that is gone: connection exception, and the server shutting down.
+_LOST_CLASSES = ("08", "57P01", "57P02", "57P03")
+
+
+class StoreRejected(ContentError):
+    """The store answered but refused the data of a statement (a value over one of Postgres's
+    limits, out of range, ...): bad input for this store, never "unreachable"."""
+
+
+def _reason(exc: psycopg.Error) -> str:
+    """The server's one-line message, without its CONTEXT and HINT lines."""
+    primary = exc.diag.message_primary if exc.sqlstate else None
+    return " ".join((primary or str(exc) or type(exc).__name__).split())
 
 
 class Connector:
@@ -114,7 +133,9 @@ class Connector:
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         """A pooled connection, committed at the end of the block (rolled back on an error).
-        A lost or unreachable server, or a statement over its timeout, is StoreUnavailable."""
+        A lost or unreachable server, or a statement over its timeout, is StoreUnavailable;
+        data the server refuses is StoreRejected; any other server failure is
+        StoreUnavailable that says so (the pool stays)."""
         with self._pool_lock:
             if self._closed:
                 raise StoreUnavailable("the store was closed")
@@ -124,18 +145,36 @@ class Connector:
                 self._open()
             pool = self._pool
             assert pool is not None
+        used: Connection | None = None
         try:
             with pool.connection(timeout=self.timeout) as conn:
+                used = conn
                 yield conn
         except psycopg.errors.QueryCanceled:
             raise StoreUnavailable(
                 f"memory store at {describe_target(self.dsn)} did not answer in time"
             ) from None
-        except psycopg.OperationalError as exc:
-            self._drop(pool)
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            self._last_error = f"memory store unreachable at {describe_target(self.dsn)}: {reason}"
-            raise StoreUnavailable(self._last_error) from None
+        except psycopg.Error as exc:
+            code = exc.sqlstate or ""
+            lost = used is None or used.broken or not code or code.startswith(_LOST_CLASSES)
+            if isinstance(exc, psycopg.OperationalError) and lost:
+                self._drop(pool)
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                self._last_error = (
+                    f"memory store unreachable at {describe_target(self.dsn)}: {reason}"
+                )
+                raise StoreUnavailable(self._last_error) from None
+            target = describe_target(self.dsn)
+            if code.startswith(_REFUSED_CLASSES):
+                raise StoreRejected(
+                    f"the memory store at {target} refused the data: {_reason(exc)} "
+                    f"(SQLSTATE {code})"
+                ) from None
+            if isinstance(exc, psycopg.OperationalError):  # disk full, out of memory, ...
+                raise StoreUnavailable(
+                    f"the memory store at {target} failed: {_reason(exc)} (SQLSTATE {code})"
+                ) from None
+            raise
 
     def fetch_all(self, name: str, params: Mapping[str, Any]) -> list[DictRow]:
         """Every row of the named query, run on its own connection."""

@@ -1,6 +1,7 @@
 """Idempotent batched writes: one transaction per batch, ``ON CONFLICT DO NOTHING``.
 
-Re-inserting a batch changes no row, and a failure leaves nothing of the batch behind. Large
+Re-inserting a batch changes no row, and a failure leaves nothing of the batch behind: what
+the domain can check (the size of a node's text) is checked before the transaction opens. Large
 batches go through a text ``COPY`` into temporary staging tables and one ``INSERT ... SELECT``
 per table. Each table's columns are named once, in its ``Table``: the rows and every statement
 that writes them are built from that.
@@ -23,6 +24,7 @@ from poimen_memory.domain import (
     MemoryNode,
     ProjectId,
 )
+from poimen_memory.domain.nodes import check_text_size
 from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import query
 
@@ -155,6 +157,11 @@ class BatchWrites:
         ``notify`` is a ``(channel, payload)`` sent with ``pg_notify`` in the same
         transaction, so listeners hear of the batch exactly when it becomes visible.
         """
+        for node in batch.nodes:
+            try:
+                check_text_size(node.text)
+            except ContentError as exc:
+                raise ContentError(f"node {node.sha256}: {exc}") from None
         edges = batch.all_edges()
         projects = (
             {n.project for n in batch.nodes}
