@@ -65,7 +65,8 @@ With a virtual environment:
 For example (:project \"demo\" :hover (:excerptLength 800)
 :codeLens (:enabled :json-false)).  Keys: :dsn, :project, :repo,
 :hover (:enabled :excerptLength :markup), :codeLens (:enabled :fileSummary),
-:blame (:maxFileBytes :detectMoves) and :logLevel.  Write false as :json-false."
+:blame (:maxFileBytes :maxFileLines :detectMoves) and :logLevel.
+Write false as :json-false."
   :type '(plist :key-type symbol :value-type sexp))
 
 (defcustom poimen-memory-modes '(prog-mode text-mode)

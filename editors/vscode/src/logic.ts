@@ -30,6 +30,7 @@ export const SERVER_SETTINGS = [
   "codeLens.enabled",
   "codeLens.fileSummary",
   "blame.maxFileBytes",
+  "blame.maxFileLines",
   "blame.detectMoves",
   "logLevel",
 ] as const;

@@ -61,7 +61,7 @@ CACHE_SIZES = {
     "documents": 8,  # a document's memories are big; the lenses built from them are kept
     "buffer_maps": 16,  # buffer line -> HEAD line, per (file, HEAD, buffer text)
     "hovers": 4096,  # answers per blame origin
-    "digests": 64,  # sha256 of buffer texts
+    "digests": 64,  # sha256, size and line count of buffer texts
 }
 
 
@@ -86,23 +86,24 @@ class LookupService:
         self._hovers: LRUCache[
             tuple[ProjectId, RepoId, CommitSha, str, int], LookupResult | None
         ] = LRUCache(CACHE_SIZES["hovers"])
-        self._digests: LRUCache[tuple[str, int, int], str] = LRUCache(CACHE_SIZES["digests"])
+        self._digests: LRUCache[tuple[str, int, int], _TextFacts] = LRUCache(CACHE_SIZES["digests"])
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
 
     # -- editor lookups ---------------------------------------------------------------------
 
     def _open_file(
-        self, path: str | Path, max_bytes: int | None
+        self, path: str | Path, max_bytes: int | None, max_lines: int | None = None
     ) -> tuple[RepoId, Blamer, str, CommitSha, str] | None:
         """(identity, blamer, path in tree, HEAD, HEAD text) of a file worth blaming, or None
-        for a file outside any repository, untracked, binary or over ``max_bytes``."""
+        for a file outside any repository, untracked, binary, over ``max_bytes`` or over
+        ``max_lines``."""
         try:
             repo_id, blamer, rel = self.checkouts.locate(path)
             head = blamer.repo.head()
             data = blamer.head_blob(rel, head)
         except (LookupFailed, GitError):
             return None
-        if not _worth_blaming(blamer.repo, data, max_bytes):
+        if not _worth_blaming(blamer.repo, data, max_bytes, max_lines):
             return None
         return repo_id, blamer, rel, head, data.decode("utf-8", "replace")
 
@@ -128,9 +129,11 @@ class LookupService:
         buffer_text: str | None = None,
         project: ProjectId | None = None,
         max_bytes: int | None = None,
+        max_lines: int | None = None,
     ) -> LookupResult | None:
         """The memories of one buffer line (1-based): mapped to HEAD in process, then through
-        blame to its origin. None for a line without memories or one typed in the buffer.
+        blame to its origin. None for a line without memories or one typed in the buffer, and
+        for a file (at HEAD or in the buffer) that is binary or over the limits.
 
         A buffer whose text is HEAD's (recognised by its hash) needs no blob; on a cold file
         the blob is read while ``git blame -L`` runs, so the first hover costs one blame."""
@@ -140,8 +143,14 @@ class LookupService:
         except (LookupFailed, GitError):
             return None
         head_line: int | None = line
+        limited = max_bytes is not None or max_lines is not None
+        if buffer_text is None and limited and self._open_file(path, max_bytes, max_lines) is None:
+            return None  # not open in the editor: the limits apply to HEAD's blob
         if buffer_text is not None:
-            digest = self._digest(rel, buffer_text)
+            facts = self._text_facts(blamer, rel, buffer_text)
+            if not facts.within(max_bytes, max_lines):
+                return None  # when the buffer is HEAD's text, this is HEAD over the limits
+            digest = facts.sha256
             known = blamer.text_sha(rel, head)
             if known != digest:
                 # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
@@ -154,7 +163,9 @@ class LookupService:
                     if speculative is not None:
                         speculative.cancel()
                     return None
-                if not _worth_blaming(blamer.repo, data, max_bytes):
+                if not _worth_blaming(blamer.repo, data, max_bytes, max_lines):
+                    if speculative is not None:
+                        speculative.cancel()
                     return None
                 if speculative is not None and blamer.text_sha(rel, head) == digest:
                     try:
@@ -176,14 +187,15 @@ class LookupService:
             return None
         return self._answer(blamer, repo_id, rel, head, line, head_line, project, origin)
 
-    def _digest(self, rel: str, text: str) -> str:
-        """sha256 of a buffer's text, remembered per text (str hashes are cached on the
-        object, so a warm hover does not rehash a large buffer)."""
+    def _text_facts(self, blamer: Blamer, rel: str, text: str) -> _TextFacts:
+        """sha256, size, line count and binariness of a buffer's text, remembered per text
+        (str hashes are cached on the object, so a warm hover does not rehash a large
+        buffer)."""
         key = (rel, len(text), hash(text))
         with self._lock:
             found = self._digests.get(key)
         if found is None:
-            found = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+            found = _TextFacts.of(blamer.repo, text.encode("utf-8", "surrogateescape"))
             with self._lock:
                 self._digests[key] = found
         return found
@@ -230,14 +242,20 @@ class LookupService:
         buffer_text: str | None = None,
         project: ProjectId | None = None,
         max_bytes: int | None = None,
+        max_lines: int | None = None,
     ) -> DocumentMemories | None:
         """Every memory of a file by buffer line (1-based): one blame and one store query per
         (file, HEAD), remembered; unsaved edits are mapped in process, so lenses move with
-        their lines and a typed line has none."""
-        opened = self._open_file(path, max_bytes)
+        their lines and a typed line has none. None for a file (at HEAD or in the buffer)
+        that is binary or over the limits."""
+        opened = self._open_file(path, max_bytes, max_lines)
         if opened is None:
             return None
         repo_id, blamer, rel, head, head_text = opened
+        if buffer_text is not None and not self._text_facts(blamer, rel, buffer_text).within(
+            max_bytes, max_lines
+        ):
+            return None
         scope = project or self.default_project or project_for(repo_id)
         key = (scope, repo_id, rel, head)
         with self._lock:
@@ -444,6 +462,33 @@ def _drop_where(cache: MutableMapping[_K, Any], doomed: Callable[[_K], bool]) ->
     return len(keys)
 
 
-def _worth_blaming(repo: GitRepo, data: bytes, max_bytes: int | None) -> bool:
-    """A text file within the size limit (binary and oversized files get no memories)."""
-    return not repo.is_binary(data) and (max_bytes is None or len(data) <= max_bytes)
+@dataclass(frozen=True, slots=True)
+class _TextFacts:
+    """What the limits look at in a text, and its sha256 (to recognise HEAD's text)."""
+
+    sha256: str
+    size: int
+    lines: int
+    binary: bool
+
+    @classmethod
+    def of(cls, repo: GitRepo, data: bytes, hashed: bool = True) -> _TextFacts:
+        """The facts of ``data`` (lines as git counts them; ``hashed``: with its sha256)."""
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        digest = hashlib.sha256(data).hexdigest() if hashed else ""
+        return cls(digest, len(data), lines, repo.is_binary(data))
+
+    def within(self, max_bytes: int | None, max_lines: int | None) -> bool:
+        """A text file within both limits."""
+        return (
+            not self.binary
+            and (max_bytes is None or self.size <= max_bytes)
+            and (max_lines is None or self.lines <= max_lines)
+        )
+
+
+def _worth_blaming(
+    repo: GitRepo, data: bytes, max_bytes: int | None, max_lines: int | None = None
+) -> bool:
+    """A text file within the size limits (binary and oversized files get no memories)."""
+    return _TextFacts.of(repo, data, hashed=False).within(max_bytes, max_lines)

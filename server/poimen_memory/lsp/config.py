@@ -78,9 +78,11 @@ class CodeLensConfig(_Section):
 
 
 class BlameConfig(_Section):
-    """``blame.*``: the largest file blamed, and whether moved lines are followed."""
+    """``blame.*``: the largest file blamed (bytes and lines), and whether moved lines are
+    followed."""
 
     max_file_bytes: Annotated[int, Field(ge=1, le=1_000_000_000)] = 2_000_000
+    max_file_lines: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
     detect_moves: bool = False
 
 

@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 
 from poimen_memory.lookup import LookupFailed, LookupInputError
+from poimen_memory.lsp.buffers import Buffer
 
 if TYPE_CHECKING:
     from poimen_memory.lsp.server import PoimenServer
@@ -30,53 +34,79 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """A file of the workspace as a request sees it: its path, and the buffer's text and
-    version when the client has it open (None: read it from disk)."""
+    """A file of the workspace as a request sees it: its path, and the buffer and its version
+    when the client has it open (None: the file on disk)."""
 
     uri: str
     path: Path
-    text: str | None
+    buffer: TextDocument | None
     version: int | None
+
+    @property
+    def text(self) -> str | None:
+        """The buffer's text, None when it is not open. Queued edits are applied here, so
+        read it in a worker thread, never on the event loop."""
+        return None if self.buffer is None else self.buffer.source
+
+    def over_lines(self, max_lines: int) -> bool:
+        """Whether the open buffer has more than ``max_lines`` lines (known without building
+        its text)."""
+        return isinstance(self.buffer, Buffer) and self.buffer.line_breaks > max_lines
 
 
 def workspace_roots(params: types.InitializeParams) -> list[Path]:
-    """The workspace folders, else the root URI, else the root path (older clients)."""
-    folders = [to_fs_path(folder.uri) for folder in params.workspace_folders or []]
-    roots = [Path(p).resolve() for p in folders if p]
-    if not roots and params.root_uri and (path := to_fs_path(params.root_uri)):
-        roots = [Path(path).resolve()]
-    if not roots and params.root_path:
-        roots = [Path(params.root_path).resolve()]
+    """The workspace folders, else the root URI, else the root path (older clients); none
+    when the client names none, and then no file is in the workspace."""
+    folders = [_local_path(folder.uri) for folder in params.workspace_folders or []]
+    roots = [r for p in folders if p is not None and (r := _resolved(p)) is not None]
+    if not roots and params.root_uri and (path := _local_path(params.root_uri)) is not None:
+        roots = [r] if (r := _resolved(path)) is not None else []
+    if not roots and params.root_path and os.path.isabs(params.root_path):
+        roots = [r] if (r := _resolved(Path(params.root_path))) is not None else []
     return roots
 
 
-def workspace_path(ls: PoimenServer, uri: str) -> Path | None:
-    """The file system path of a ``file:`` URI inside a workspace folder, else None."""
+def _local_path(uri: str) -> Path | None:
+    """The local path a ``file:`` URI names; None for any other URI and for one that does
+    not decode to an absolute local path (another host, a NUL byte, a relative path)."""
     if not uri.startswith("file:"):
         return None
-    raw = to_fs_path(uri)
-    if raw is None:
-        return None
-    path = Path(raw)
     try:
-        resolved = path.resolve()
-    except OSError:
+        raw = to_fs_path(uri)
+    except ValueError:
         return None
-    roots = ls.state.roots
-    if roots and not any(resolved.is_relative_to(root) for root in roots):
+    if not raw or "\x00" in raw or raw.startswith("//") or not os.path.isabs(raw):
+        return None
+    return Path(raw)
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (OSError, ValueError):  # a loop of links, a name the file system cannot encode
+        return None
+
+
+def workspace_path(ls: PoimenServer, uri: str) -> Path | None:
+    """The file system path of a ``file:`` URI inside a workspace folder, else None (with
+    no workspace folder, no file is inside one)."""
+    path = _local_path(uri)
+    if path is None:
+        return None
+    resolved = _resolved(path)
+    if resolved is None or not any(resolved.is_relative_to(root) for root in ls.state.roots):
         return None
     return path
 
 
 def open_document(ls: PoimenServer, uri: str) -> Document | None:
-    """The document at ``uri`` if it is a file of the workspace, with the buffer's text."""
+    """The document at ``uri`` if it is a file of the workspace, with the open buffer."""
     path = workspace_path(ls, uri)
     if path is None:
         return None
-    doc = ls.workspace.text_documents.get(uri)
-    if doc is None:
-        return Document(uri, path, None, None)
-    return Document(uri, path, doc.source, doc.version)
+    # pygls keys its documents by the unquoted URI.
+    doc = ls.workspace.text_documents.get(unquote(uri))
+    return Document(uri, path, doc, None if doc is None else doc.version)
 
 
 def locate(ls: PoimenServer, body: Mapping[str, Any], required: bool) -> Mapping[str, Any]:

@@ -59,13 +59,19 @@ async def hover(ls: PoimenServer, params: types.HoverParams) -> types.Hover | No
     if not config.hover.enabled:
         return None
     doc = open_document(ls, params.text_document.uri)
-    if doc is None:
+    limits = config.blame
+    if doc is None or doc.over_lines(limits.max_file_lines):
         return None
     line = params.position.line
     result = await ls.settle(
         f"hover {doc.path}:{line + 1}",
         lambda: ls.service.hover(
-            doc.path, line + 1, doc.text, ls.project(), config.blame.max_file_bytes
+            doc.path,
+            line + 1,
+            doc.text,
+            ls.project(),
+            limits.max_file_bytes,
+            limits.max_file_lines,
         ),
         unreachable=types.Hover(contents=_content(UNREACHABLE, markdown=False)),
     )

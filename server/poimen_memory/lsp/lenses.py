@@ -97,7 +97,10 @@ def build_lenses(uri: str, doc: DocumentMemories, file_summary: bool) -> list[ty
 def _lens_list(ls: PoimenServer, doc: Document) -> DocLenses:
     """The lenses of ``doc`` (in a worker thread: one blame and one store query per file)."""
     config = ls.state.config
-    memories = ls.service.document(doc.path, doc.text, ls.project(), config.blame.max_file_bytes)
+    limits = config.blame
+    memories = ls.service.document(
+        doc.path, doc.text, ls.project(), limits.max_file_bytes, limits.max_file_lines
+    )
     summary = config.code_lens.file_summary
     lenses = None if memories is None else build_lenses(doc.uri, memories, summary)
     del memories
@@ -114,7 +117,7 @@ async def code_lens(ls: PoimenServer, params: types.CodeLensParams) -> list[type
     if not ls.state.config.code_lens.enabled:
         return None
     doc = open_document(ls, params.text_document.uri)
-    if doc is None:
+    if doc is None or doc.over_lines(ls.state.config.blame.max_file_lines):
         return None
     cached = ls.state.lenses.get(doc.uri)
     if cached is not None and doc.version is not None and cached.version == doc.version:

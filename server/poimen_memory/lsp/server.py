@@ -2,7 +2,9 @@
 LSP method and command is registered.
 
 The handlers live in feature modules: ``lifecycle`` (initialize, settings, shutdown),
-``hover``, ``lenses`` (code lens and resolve) and ``lookups`` (workspace/executeCommand).
+``buffers`` (open documents, edits queued at O(change)), ``hover``, ``lenses`` (code lens
+and resolve) and ``lookups`` (workspace/executeCommand); ``protocol`` refuses requests before
+initialize and sets the exit status.
 They are thin: find the document and position, call one service function in a worker thread,
 convert the result to an lsprotocol type. Degradation is the rule: a file outside a
 repository, untracked, binary or too large gets nothing; an unreachable store is reported
@@ -18,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, BinaryIO, Final, TypeVar
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
@@ -29,6 +31,7 @@ from poimen_memory.domain import ContentError, ProjectId
 from poimen_memory.errors import StoreUnavailable
 from poimen_memory.lookup import Checkouts, LookupFailed, LookupService
 from poimen_memory.lsp import UNREACHABLE
+from poimen_memory.lsp.buffers import did_change, did_close, did_open
 from poimen_memory.lsp.config import Config
 from poimen_memory.lsp.hover import HoverTexts, hover
 from poimen_memory.lsp.lenses import DocLenses, code_lens, resolve_code_lens
@@ -39,6 +42,7 @@ from poimen_memory.lsp.lifecycle import (
     shutdown,
 )
 from poimen_memory.lsp.lookups import COMMANDS, Command
+from poimen_memory.lsp.protocol import PoimenProtocol
 from poimen_memory.wiring import IngestListener
 
 __all__ = ["FEATURES", "PoimenServer", "ServerState", "create_server"]
@@ -65,17 +69,27 @@ class ServerState:
 class PoimenServer(LanguageServer):
     """The poimen-memory language server."""
 
+    protocol: PoimenProtocol
+
     def __init__(self) -> None:
         super().__init__(
             "poimen-memory",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=PoimenProtocol,
         )
         self.state = ServerState()
         # Not pygls's thread_pool: pygls reads stdin through that pool, so lookups queued
         # behind a slow store there would hold up every message after them.
         self.workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen")
         self.loop: asyncio.AbstractEventLoop | None = None
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve on stdio until ``exit``; exit without ``shutdown`` first ends with status 1.
+        (pygls computes that status but its loop swallows the SystemExit carrying it.)"""
+        super().start_io(stdin, stdout)
+        if self.protocol.exit_status:
+            raise SystemExit(self.protocol.exit_status)
 
     async def run_blocking(self, fn: Callable[[], T]) -> T:
         """Run a blocking call in a worker thread (the event loop keeps serving)."""
@@ -195,6 +209,9 @@ FEATURES: Final[tuple[tuple[str, Callable[..., Any], Any], ...]] = (
     (types.INITIALIZED, initialized, None),
     (types.WORKSPACE_DID_CHANGE_CONFIGURATION, did_change_configuration, None),
     (types.SHUTDOWN, shutdown, None),
+    (types.TEXT_DOCUMENT_DID_OPEN, did_open, None),
+    (types.TEXT_DOCUMENT_DID_CHANGE, did_change, None),
+    (types.TEXT_DOCUMENT_DID_CLOSE, did_close, None),
     (types.TEXT_DOCUMENT_HOVER, hover, None),
     (types.TEXT_DOCUMENT_CODE_LENS, code_lens, types.CodeLensOptions(resolve_provider=True)),
     (types.CODE_LENS_RESOLVE, resolve_code_lens, None),

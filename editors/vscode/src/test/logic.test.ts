@@ -118,7 +118,7 @@ describe("settings", () => {
         repo: null,
         hover: { enabled: false, excerptLength: 400, markup: "auto" },
         codeLens: { enabled: true, fileSummary: false },
-        blame: { maxFileBytes: 2000000, detectMoves: false },
+        blame: { maxFileBytes: 2000000, maxFileLines: 100000, detectMoves: false },
         logLevel: "warning",
       },
     });
