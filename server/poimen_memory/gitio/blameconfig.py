@@ -2,65 +2,52 @@
 
 git is told exactly which ignore-revs files to read (``--no-ignore-revs-file`` drops those the
 configuration names, which git would otherwise open itself, links and FIFOs included), and
-only regular files reached through no link are among them. The same files, and .mailmap, are
-read here the same way and size-capped, to fingerprint the settings for the blame cache.
+only regular files reached through no link, holding nothing but commit ids, are among them:
+git quotes a line it cannot read as an id, and the line may be a secret. The mailmap files and
+blob the configuration names are pinned for git the same way (``mailmap.file=`` when the file
+is not usable, ``mailmap.blob=<id>`` of a blob of bounded size). The same files, and .mailmap,
+are read here the same way and size-capped, to fingerprint the settings for the blame cache.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-import stat as stat_mode
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from poimen_memory.gitio.files import MAX_SETTINGS_FILE, read_regular_file
 from poimen_memory.gitio.refs import FileStamp, stamp
 
-__all__ = ["BlameConfig", "BlameSettings", "read_regular_file"]
+__all__ = ["BlameConfig", "BlameSettings", "BlobSizer"]
+
+log = logging.getLogger(__name__)
 
 CONVENTIONAL_IGNORE_REVS = ".git-blame-ignore-revs"
-MAX_SETTINGS_FILE = 4 << 20  # a larger ignore-revs list or mailmap is neither read nor used
 _BLAME_FLAGS = ("--root", "--no-textconv")
 # Moved and copied lines: more history kept for reorganized code, at about twice the cost.
 _MOVE_FLAGS = ("-M", "-C")
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
+# A line of an ignore-revs file as git reads it: a full commit id, a comment, or nothing.
+_REVS_LINE = re.compile(rb"\s*(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})?\s*(?:#.*)?")
+
+# (object id, type, size) of what a revision expression names, or None.
+BlobSizer = Callable[[str], tuple[str, str, int] | None]
 
 
-def read_regular_file(root: Path, path: Path, cap: int = MAX_SETTINGS_FILE) -> bytes | None:
-    """The bytes of ``path`` when it is a regular file of at most ``cap`` bytes, reached through
-    no link below the work tree ``root``; None otherwise (missing, a link, a FIFO, too big)."""
-    full = os.path.normpath(path)
-    if full.startswith(os.path.join(root, "")) and os.path.realpath(full) != full:
-        return None
-    try:
-        fd = os.open(full, _OPEN_FLAGS)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat_mode.S_ISREG(info.st_mode) or info.st_size > cap:
-            return None
-        chunks, size = [], 0
-        while size <= cap and (chunk := os.read(fd, 65536)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return None if size > cap else b"".join(chunks)
+def _is_revs_list(data: bytes) -> bool:
+    return all(_REVS_LINE.fullmatch(line) for line in data.splitlines())
 
 
 @dataclass(frozen=True, slots=True)
 class BlameSettings:
-    """A blame's flags and a fingerprint of everything besides history that it depends on."""
+    """A blame's flags, the configuration git is given for this repository (``key=value``),
+    and a fingerprint of everything besides history that a blame depends on."""
 
     args: tuple[str, ...]
+    config: tuple[str, ...]
     fingerprint: str
 
 
@@ -96,19 +83,50 @@ class BlameConfig:
         """What ``lstat`` says of the watched files: while it holds, so do the settings."""
         return tuple(stamp(str(path)) for path in self.watched())
 
-    def settings(self) -> BlameSettings:
-        """The flags to blame with and the fingerprint of all that, read from disk now."""
+    def settings(self, blob_size: BlobSizer) -> BlameSettings:
+        """The flags to blame with and the fingerprint of all that, read from disk now;
+        ``blob_size`` tells what a ``mailmap.blob`` names."""
         contents = {path: read_regular_file(self.root, path) for path in self.watched()}
-        usable = [path for path in self.ignore_files() if contents[path] is not None]
+        usable = []
+        for path in self.ignore_files():
+            data = contents[path]
+            if data is not None and _is_revs_list(data):
+                usable.append(path)
+            elif data is not None:
+                log.info("blame: %s is not a list of commit ids; not used", path)
         args = (
             *_BLAME_FLAGS,
             *(_MOVE_FLAGS if self.detect_moves else ()),
             "--no-ignore-revs-file",
             *(f"--ignore-revs-file={path}" for path in usable),
         )
+        config = (*self._mailmap_file(contents), *self._mailmap_blob(blob_size))
         digest = hashlib.sha256(" ".join(args).encode("utf-8", "surrogateescape"))
-        for part in (*self.mailmap_files, "\x00", *self.mailmap_blobs):
+        for part in (*self.mailmap_files, "\x00", *self.mailmap_blobs, *config):
             digest.update(part.encode("utf-8", "surrogateescape") + b"\x00")
         for data in contents.values():
             digest.update(b"-\x00" if data is None else b"%d\x00%s" % (len(data), data))
-        return BlameSettings(args, digest.hexdigest()[:32])
+        return BlameSettings(args, config, digest.hexdigest()[:32])
+
+    def _mailmap_file(self, contents: dict[Path, bytes | None]) -> tuple[str, ...]:
+        # git reads the last mailmap.file, through links and whatever its size: unless it is
+        # a file we would read ourselves, git is told there is none.
+        value = self.mailmap_files[-1] if self.mailmap_files else ""
+        if not value or contents[self._path(value)] is not None:
+            return ()
+        log.info(
+            "mailmap: %s is not a regular file of %d bytes at most; not used",
+            value,
+            MAX_SETTINGS_FILE,
+        )
+        return ("mailmap.file=",)
+
+    def _mailmap_blob(self, blob_size: BlobSizer) -> tuple[str, ...]:
+        # The blob is named by its id, so git reads the very object whose size was checked.
+        value = self.mailmap_blobs[-1] if self.mailmap_blobs else ""
+        if not value:
+            return ()
+        found = blob_size(value) if "\n" not in value and "\x00" not in value else None
+        if found is not None and found[1] == "blob" and found[2] <= MAX_SETTINGS_FILE:
+            return (f"mailmap.blob={found[0]}",)
+        return ("mailmap.blob=",)

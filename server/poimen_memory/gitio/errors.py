@@ -53,4 +53,10 @@ class UnsafeArgument(GitError, ValueError):
 
 
 class GitFailed(GitError):
-    """git ran and failed for another reason; the message carries git's own words."""
+    """git ran and failed for another reason. The message says so in our words, never in
+    git's (its stderr may quote a file it read); ``cause`` is what we recognised, if anything
+    (``"no such path"``, ``"bad revision"``, ...)."""
+
+    def __init__(self, message: str, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause

@@ -1,36 +1,49 @@
 """GitPython bound to a GitRunner: the same git, the same fixed environment, every process
 counted. Imported on first use: GitPython takes ~50 ms to import and runs ``git version``.
+
+Its configuration reader is hardened too: a repository's configuration may include any file
+(``[include] path = /dev/zero``, a FIFO, another user's secret), so only regular files of
+bounded size are read, and a file that does not parse is named, never quoted.
 """
 
 from __future__ import annotations
 
+import configparser
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from io import BufferedReader
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
-from poimen_memory.gitio.errors import NotARepository
-from poimen_memory.gitio.runner import GitRunner
+from poimen_memory.gitio.errors import GitFailed, NotARepository
+from poimen_memory.gitio.files import MAX_SETTINGS_FILE, bounded_regular_file
+from poimen_memory.gitio.runner import GitRunner, pinned_environment
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
-def _quiet_refresh() -> Iterator[None]:
-    # Without git on PATH GitPython's import raises ImportError; we say GitNotFound on use.
-    saved = os.environ.get("GIT_PYTHON_REFRESH")
-    os.environ["GIT_PYTHON_REFRESH"] = "quiet"
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop("GIT_PYTHON_REFRESH", None)
-        else:
-            os.environ["GIT_PYTHON_REFRESH"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
-with _quiet_refresh():
+# Without git on PATH GitPython's import raises ImportError (we say GitNotFound on use); the
+# ``git version`` it runs on import gets the environment every git of ours gets.
+with _environment({"GIT_PYTHON_REFRESH": "quiet", **pinned_environment(os.environ)}):
     import git
     from git.refs.symbolic import SymbolicReference
+    from git.types import Lit_config_levels, PathLike
 
 __all__ = ["BoundGit", "SymbolicReference", "git", "open_repository"]
 
@@ -53,8 +66,60 @@ class BoundGit(git.cmd.Git):
             raise self.runner.not_found() from None
 
 
+def _readable(path: str) -> bool:
+    """Whether the configuration file ``path`` is there to be read. One that is there but is
+    not a regular file of bounded size is an error: git would wait on it (a FIFO) or choke
+    on it (``/dev/zero``), so no git may run on this configuration."""
+    if not os.path.exists(path):
+        return False  # a missing file (or a dangling link) is skipped, as git does
+    if bounded_regular_file(path):
+        return True
+    raise GitFailed(
+        f"git configuration: {path} is not a regular file of {MAX_SETTINGS_FILE} bytes at most",
+        "unreadable git configuration",
+    )
+
+
+class _ConfigReader(git.GitConfigParser):
+    """GitPython's configuration reader, reading regular files of bounded size only."""
+
+    _reading = ""
+
+    def read(self) -> None:  # type: ignore[override]
+        """Read the configuration files; GitFailed naming the file if one does not parse."""
+        try:
+            super().read()
+        except (configparser.Error, UnicodeDecodeError) as exc:
+            log.debug("git configuration: %s", exc)  # the parser's words quote the line
+            source = getattr(exc, "source", None) or self._reading
+            raise GitFailed(
+                f"unreadable git configuration in {source}", "unreadable git configuration"
+            ) from None
+
+    def _read(self, fp: BufferedReader | IO[bytes], fpname: str) -> None:
+        self._reading = str(fpname)
+        super()._read(fp, fpname)
+
+    def _included_paths(self) -> list[tuple[str, str]]:
+        # Made absolute as GitPython would (from the file being read), to be checked first.
+        base = os.path.dirname(self._reading)
+        kept = []
+        for key, value in super()._included_paths():
+            path = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+            if _readable(path):
+                kept.append((key, path))
+        return kept
+
+
 class _Repo(git.Repo):
     GitCommandWrapperType = BoundGit
+
+    def _config_reader(
+        self, config_level: Lit_config_levels | None = None, git_dir: PathLike | None = None
+    ) -> git.GitConfigParser:
+        levels = self.config_level if config_level is None else (config_level,)
+        files = [self._get_config_path(level, git_dir) for level in levels if level]
+        return _ConfigReader([p for p in files if _readable(p)], read_only=True, repo=self)
 
 
 def open_repository(start: Path, runner: GitRunner) -> git.Repo:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, TypeVar
 
 from poimen_memory.gitio.errors import GitFailed
-from poimen_memory.gitio.runner import describe_failure
+from poimen_memory.gitio.runner import failure
 
 if TYPE_CHECKING:
     import git
@@ -73,8 +73,13 @@ class ObjectReader:
     def header(self, name: str) -> tuple[str, str] | None:
         """(object id, type) of the object ``name`` denotes; None when there is none (or the
         name is ambiguous)."""
+        found = self.sized_header(name)
+        return None if found is None else found[:2]
+
+    def sized_header(self, name: str) -> tuple[str, str, int] | None:
+        """(object id, type, size in bytes) of the object ``name`` denotes, or None."""
         found = self._ask(_HEADERS, lambda: self._repo.git.get_object_header(name))
-        return None if found is None else (_text(found[0]), _text(found[1]))
+        return None if found is None else (_text(found[0]), _text(found[1]), int(found[2]))
 
     def data(self, name: str) -> tuple[str, bytes] | None:
         """(type, contents) of the object ``name`` denotes; None when there is none."""
@@ -104,8 +109,9 @@ class ObjectReader:
 
         try:
             return self._ask(_CONTENTS, read)
-        except (LookupError, IndexError, TypeError, AttributeError, OverflowError) as exc:
-            raise GitFailed(f"git cat-file: unreadable commit {sha}: {exc}") from None
+        except (LookupError, IndexError, TypeError, AttributeError, OverflowError):
+            # Not the parser's words: they may quote the object.
+            raise GitFailed(f"git cat-file: unreadable commit {sha}") from None
 
     def close(self) -> None:
         """Stop the persistent processes (started again by the next request)."""
@@ -133,7 +139,7 @@ class ObjectReader:
                     continue
                 self._drain(kind)
                 return answer
-            raise GitFailed(describe_failure("cat-file", said, "the process ended"))
+            raise failure("cat-file", said, "the process ended")
 
     def _stop_when_idle(self, delay: float) -> None:
         # Called with the lock held; one timer at a time, re-armed while requests come.

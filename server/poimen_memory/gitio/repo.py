@@ -29,6 +29,7 @@ from poimen_memory.gitio.errors import (
     UnsafeArgument,
     Untracked,
 )
+from poimen_memory.gitio.files import read_regular_file
 from poimen_memory.gitio.identity import local_identity, normalize_remote
 from poimen_memory.gitio.objects import ObjectReader, tree_path_ok
 from poimen_memory.gitio.refs import FileStamp, HeadReader
@@ -298,13 +299,18 @@ class GitRepo:
     def _mailmapped(
         self, contacts: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], tuple[str, str]]:
-        # .mailmap as git reads it (mailmap.file, mailmap.blob, no link followed): ask git.
+        # .mailmap as git reads it (no link followed; mailmap.file and .blob pinned): ask git.
         wanted = [c for c in dict.fromkeys(contacts) if _contact_ok(*c)]
         out: dict[tuple[str, str], tuple[str, str]] = {}
         for start in range(0, len(wanted), _MAILMAP_BATCH):
             batch = wanted[start : start + _MAILMAP_BATCH]
             args = [f"{n} <{e}>" if n else f"<{e}>" for n, e in batch]
-            done = self.runner.run(self.root, ["check-mailmap", "--", *args], ok_codes=(0, 128))
+            done = self.runner.run(
+                self.root,
+                ["check-mailmap", "--", *args],
+                ok_codes=(0, 128),
+                config=self._blame_settings().config,
+            )
             answers = done.stdout.decode("utf-8", "replace").splitlines()
             for contact, answer in zip(batch, answers, strict=False):
                 match = _CONTACT.fullmatch(answer.strip())
@@ -347,9 +353,15 @@ class GitRepo:
         memo = self._settings
         if memo is not None and memo[0] == stamps:
             return memo[1]
-        settings = self._config.settings()
+        settings = self._config.settings(self._blob_size)
         self._settings = (stamps, settings)
         return settings
+
+    def _blob_size(self, name: str) -> tuple[str, str, int] | None:
+        try:
+            return self._objects.sized_header(name)
+        except GitError:
+            return None
 
     def blame_settings(self) -> bytes:
         """What besides history changes a blame (flags, .mailmap, ignore-revs), as a digest."""
@@ -362,7 +374,8 @@ class GitRepo:
     def blame(self, path: str, rev: CommitSha, lines: tuple[int, int] | None = None) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``), parsed as it streams."""
         args = self.blame_args(rev, path, lines)
-        with self.runner.stream(self.root, args) as proc:
+        config = self._blame_settings().config
+        with self.runner.stream(self.root, args, config=config) as proc:
             assert proc.stdout is not None
             try:
                 result = parse_porcelain(proc.stdout, path, rev, complete=lines is None)
@@ -382,20 +395,16 @@ class GitRepo:
     def _mark_shallow(self, blame: Blame) -> Blame:
         # With --root, git marks no boundary; in a shallow clone the grafted commits are one:
         # their lines may be older than the commit says.
-        try:
-            shallow = (self.common_dir or self.root / ".git") / "shallow"
-            grafted = set(shallow.read_text("ascii").split()) if shallow.is_file() else set()
-        except (OSError, UnicodeDecodeError):
-            grafted = set()
+        shallow = read_regular_file(self.root, (self.common_dir or self.root / ".git") / "shallow")
+        grafted = set((shallow or b"").decode("ascii", "replace").split())
         for sha in [s for s in blame.commits if s.value in grafted]:
             blame.commits[sha] = replace(blame.commits[sha], boundary=True)
         return blame
 
     def _classify(self, exc: GitFailed, path: str, rev: CommitSha) -> GitError:
-        text = str(exc)
-        if "no such path" in text or "no such ref" in text:
+        if exc.cause in ("no such path", "no such ref"):
             return Untracked(f"{path} is not in commit {rev.short()}")
-        if "has only" in text and "lines" in text:
+        if exc.cause == "beyond the end of the file":
             return UnsafeArgument(f"line: beyond the end of {path}")
         return exc
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -14,20 +15,92 @@ from typing import IO
 
 from poimen_memory.gitio.errors import GitFailed, GitNotFound, UnsafeArgument
 
-__all__ = ["GitRunner", "check_not_option", "describe_failure", "finish_stream"]
+__all__ = ["GitRunner", "check_not_option", "failure", "finish_stream", "pinned_environment"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 60.0
 
-# No pager, no prompts, no locks taken by read-only commands, stable (untranslated) messages.
+# A repository is untrusted input: no program its configuration names may run. Pinned for
+# every git we start, GitPython's persistent cat-file included:
+#   -c core.quotePath=false     (not for safety: UTF-8 names come unquoted)
+#   -c log.showSignature=false  gpg.program, gpg.ssh.program, gpg.x509.program verify nothing
+#   core.fsmonitor=false        no fsmonitor hook asked which files changed
+#   core.hooksPath=/dev/null    no hook: none exists below /dev/null
+#   credential.helper=          the empty value empties the list of helper programs
+#   GIT_ALLOW_PROTOCOL=none     no transport at all, so no core.sshCommand, remote.*.uploadpack,
+#                               core.gitProxy, credential.helper or core.askPass: the lazy
+#                               fetch of a partial clone's missing object would run them
+#   GIT_NO_LAZY_FETCH=1         and that fetch is not even tried
+#   GIT_ASKPASS= GIT_TERMINAL_PROMPT=0 GIT_EDITOR=: GIT_PAGER=cat   no prompt, editor, pager
+# All but the two -c travel in the environment, so they reach the ``git version`` GitPython
+# runs on import too.
+# Per repository (blameconfig): mailmap.file= when the file named is no small regular file,
+# mailmap.blob=<id> of a checked blob. Per command: blame --no-textconv (diff.*.textconv, and
+# the filter.*.process it would start); cat-file never with --textconv or --filters
+# (filter.*.smudge, clean, process). No command we run reads diff.external, diff.*.command,
+# core.pager or pager.* (our stdout is never a terminal), core.editor, merge drivers or
+# uploadpack.packObjectsHook (upload-pack only, and never from a repository's configuration).
+_CONFIG = ("core.quotePath=false", "log.showSignature=false")
+# Passed as GIT_CONFIG_COUNT/KEY/VALUE: command-line scope, above every configuration file.
+_PINNED: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("credential.helper", ""),
+)
+# No prompt, pager, editor or transport; no locks taken by read-only commands; stable
+# (untranslated) messages.
 _ENV_OVERRIDES: Mapping[str, str] = {
     "GIT_TERMINAL_PROMPT": "0",
-    "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_ASKPASS": "",
+    "GIT_EDITOR": ":",
     "GIT_PAGER": "cat",
+    "GIT_ALLOW_PROTOCOL": "none",
+    "GIT_NO_LAZY_FETCH": "1",
+    "GIT_OPTIONAL_LOCKS": "0",
     "LC_ALL": "C",
     "LANGUAGE": "C",
 }
-# Per-process settings: UTF-8 names unquoted; no signature check (gpg.program is configurable).
-_CONFIG = ("core.quotePath=false", "log.showSignature=false")
+# git's words on stderr, recognised but never repeated: they may quote a file git was pointed
+# at (an ignore-revs "list" that is /etc/passwd). First match wins; compared in lower case.
+_CAUSES: tuple[tuple[bytes, str], ...] = (
+    (b"not a git repository", "not a git repository"),
+    (b"dubious ownership", "the repository belongs to another user (see safe.directory)"),
+    (b"no such path", "no such path"),
+    (b"no such ref", "no such ref"),
+    (b"has only", "beyond the end of the file"),
+    (b"lazy fetching disabled", "objects missing (a partial clone; nothing is fetched)"),
+    (b"promisor remote", "objects missing (a partial clone; nothing is fetched)"),
+    (b"bad config", "unreadable git configuration"),
+    (b"bad shallow", "unreadable .git/shallow"),
+    (b"repository format", "unsupported repository format"),
+    (b"repository extension", "unsupported repository format"),
+    (b"permission denied", "permission denied"),
+    (b"out of memory", "out of memory"),
+    (b"cannot allocate", "out of memory"),
+    (b"invalid object name", "bad revision"),
+    (b"bad revision", "bad revision"),
+    (b"unknown revision", "bad revision"),
+    (b"ambiguous argument", "bad revision"),
+    (b"bad object", "missing or corrupt objects"),
+    (b"unable to read", "missing or corrupt objects"),
+    (b"corrupt", "missing or corrupt objects"),
+)
+
+
+def pinned_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The variables a git started with ``base`` as its environment gets on top of it: the
+    fixed ones, and the pinned configuration after any that ``base`` already passes."""
+    try:
+        start = int(base.get("GIT_CONFIG_COUNT", "0") or "0")
+    except ValueError:
+        start = 0  # git refuses such a count itself; ours are then the only ones
+    out = dict(_ENV_OVERRIDES)
+    for offset, (key, value) in enumerate(_PINNED):
+        out[f"GIT_CONFIG_KEY_{start + offset}"] = key
+        out[f"GIT_CONFIG_VALUE_{start + offset}"] = value
+    out["GIT_CONFIG_COUNT"] = str(start + len(_PINNED))
+    return out
 
 
 def check_not_option(name: str, value: str) -> str:
@@ -50,14 +123,16 @@ class GitRunner:
 
     def overrides(self) -> dict[str, str]:
         """The variables every git process gets on top of this process's environment."""
-        return dict(_ENV_OVERRIDES)
+        return pinned_environment(os.environ)
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, **_ENV_OVERRIDES}
+        return {**os.environ, **self.overrides()}
 
-    def argv(self, args: Sequence[str]) -> list[str]:
-        """The whole command line of git running ``args`` (GitPython's commands too)."""
-        return [self.git, *(part for value in _CONFIG for part in ("-c", value)), *args]
+    def argv(self, args: Sequence[str], config: Sequence[str] = ()) -> list[str]:
+        """The whole command line of git running ``args`` (GitPython's commands too), with
+        ``config`` (``key=value`` settings of this repository) after the fixed ones."""
+        settings = (*_CONFIG, *config)
+        return [self.git, *(part for value in settings for part in ("-c", value)), *args]
 
     def count(self) -> None:
         """Count one git process (those GitPython starts for us as well)."""
@@ -81,12 +156,13 @@ class GitRunner:
         stdin: bytes | None = None,
         ok_codes: tuple[int, ...] = (0,),
         timeout: float | None = None,
+        config: Sequence[str] = (),
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run git to completion; a code outside ``ok_codes`` raises GitFailed with git's words."""
+        """Run git to completion; a code outside ``ok_codes`` raises GitFailed (see failure)."""
         self.count()
         try:
             done = subprocess.run(
-                self.argv(args),
+                self.argv(args, config),
                 cwd=cwd,
                 input=stdin,
                 capture_output=True,
@@ -103,7 +179,7 @@ class GitRunner:
         except OSError as exc:
             raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
         if done.returncode not in ok_codes:
-            raise GitFailed(_failure(args, done.returncode, done.stderr))
+            raise failure(args[0], done.stderr, f"exit {done.returncode}")
         return done
 
     def version(self) -> str:
@@ -113,13 +189,17 @@ class GitRunner:
 
     @contextmanager
     def stream(
-        self, cwd: Path, args: Sequence[str], stdin: int = subprocess.DEVNULL
+        self,
+        cwd: Path,
+        args: Sequence[str],
+        stdin: int = subprocess.DEVNULL,
+        config: Sequence[str] = (),
     ) -> Iterator[subprocess.Popen[bytes]]:
         """A running git whose stdout is read as it is produced; killed if the reader stops."""
         self.count()
         try:
             proc = subprocess.Popen(
-                self.argv(args),
+                self.argv(args, config),
                 cwd=cwd,
                 stdin=stdin,
                 stdout=subprocess.PIPE,
@@ -150,15 +230,15 @@ def _close(handle: IO[bytes] | None) -> None:
         handle.close()
 
 
-def describe_failure(command: str, stderr: bytes, otherwise: str) -> str:
-    """One line for a user: git's last word on stderr (``otherwise`` if it said nothing)."""
-    words = stderr.decode("utf-8", "replace").strip().splitlines()
-    said = words[-1] if words else otherwise
-    return f"git {command} failed: {said.removeprefix('fatal: ').removeprefix('error: ')}"
-
-
-def _failure(args: Sequence[str], code: int, stderr: bytes) -> str:
-    return describe_failure(args[0], stderr, f"exit status {code}")
+def failure(command: str, stderr: bytes, status: str) -> GitFailed:
+    """The error of a git that failed, in our words: ``git blame failed (exit 128): bad
+    revision``. git's own words go to the debug log only; they may quote a file's contents."""
+    said = stderr.decode("utf-8", "replace").strip()
+    log.debug("git %s failed (%s): %s", command, status, said)
+    lowered = stderr.lower()
+    cause = next((ours for theirs, ours in _CAUSES if theirs in lowered), None)
+    message = f"git {command} failed ({status})"
+    return GitFailed(f"{message}: {cause}" if cause else message, cause)
 
 
 def finish_stream(proc: subprocess.Popen[bytes], args: Sequence[str]) -> None:
@@ -168,4 +248,4 @@ def finish_stream(proc: subprocess.Popen[bytes], args: Sequence[str]) -> None:
         stderr = proc.stderr.read() if proc.stderr else b""
         if code < 0:
             raise GitFailed(f"git {args[0]} was stopped (timeout or cancel)")
-        raise GitFailed(_failure(args, code, stderr))
+        raise failure(args[0], stderr, f"exit {code}")
