@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+from ..serving import wait_until_healthy
 from .conftest import PROJECT, Faults
 
 TOKEN = "t0ken-for-tests"
@@ -41,16 +42,7 @@ def serving(faults: Faults, *args: str, host: str = "127.0.0.1") -> Iterator[str
     name = f"[{host}]" if ":" in host else host
     base = f"http://{name}:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"mem http did not start: {log.read_text()}")
-            time.sleep(0.1)
+        wait_until_healthy(base, server, log)
         yield base
     finally:
         server.terminate()

@@ -16,6 +16,7 @@ from lsprotocol import types
 from psycopg import conninfo
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from ..serving import wait_until_healthy
 from ..tcpproxy import TcpProxy
 from .conftest import PROJECT, Faults
 
@@ -138,16 +139,7 @@ def test_http_never_shows_the_dsn_password(faults: Faults) -> None:
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        wait_until_healthy(url, server, log)
         ok = httpx.get(f"{url}/memory/query", params={"query": "buffer"}, timeout=20)
         assert ok.status_code == 200, ok.text
         proxy.stop()
