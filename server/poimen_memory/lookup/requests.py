@@ -29,6 +29,7 @@ from poimen_memory.domain import (
     check_repo_path,
     is_commit_prefix,
 )
+from poimen_memory.domain.checks import INT4_MAX, show
 from poimen_memory.gitio import GitError, normalize_remote
 from poimen_memory.lookup.errors import LookupInputError
 
@@ -46,7 +47,7 @@ __all__ = [
     "input_error",
 ]
 
-MAX_LINE = 2**31 - 1
+MAX_LINE = INT4_MAX  # line numbers are stored as Postgres integers
 DEFAULT_ANCHOR_LIMIT = 500
 MAX_ANCHOR_LIMIT = 10_000
 DEFAULT_QUERY_LIMIT = 20
@@ -56,17 +57,12 @@ _COMMIT_PREFIX = f"^{COMMIT_PREFIX_PATTERN}$"
 _IDENT = f"^{IDENT_PATTERN}$"
 
 
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _text(limit: int) -> Callable[[object], str]:
     """A non-empty string of at most ``limit`` characters, no NUL, valid Unicode."""
 
     def check(value: object) -> str:
         if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"expected a non-empty string, got {_show(value)}")
+            raise ValueError(f"expected a non-empty string, got {show(value)}")
         if len(value) > limit:
             raise ValueError(f"longer than {limit} characters")
         if "\x00" in value:
@@ -108,7 +104,7 @@ def _file(value: object) -> str:
 
 def _commit_prefix(value: object) -> str:
     if not is_commit_prefix(value):
-        raise ValueError(f"expected 4 to 64 hex digits, got {_show(value)}")
+        raise ValueError(f"expected 4 to 64 hex digits, got {show(value)}")
     assert isinstance(value, str)
     return value.lower()
 
@@ -116,7 +112,7 @@ def _commit_prefix(value: object) -> str:
 def _line_number(minimum: int) -> Callable[[object], int]:
     def check(value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"expected an integer, got {_show(value)}")
+            raise ValueError(f"expected an integer, got {show(value)}")
         if not minimum <= value <= MAX_LINE:
             raise ValueError(f"expected a line number >= {minimum}, got {value}")
         return value
@@ -131,7 +127,7 @@ def _range(maximum: int) -> Callable[[object], int]:
         if isinstance(value, str) and value.isascii() and value.isdigit():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-            raise ValueError(f"expected an integer from 1 to {maximum}, got {_show(value)}")
+            raise ValueError(f"expected an integer from 1 to {maximum}, got {show(value)}")
         return value
 
     return check
@@ -139,7 +135,7 @@ def _range(maximum: int) -> Callable[[object], int]:
 
 def _pair(value: object) -> tuple[int, int]:
     if not (isinstance(value, list | tuple) and len(value) == 2):
-        raise ValueError(f"expected [start, end], got {_show(value)}")
+        raise ValueError(f"expected [start, end], got {show(value)}")
     start, end = (_at("lines", i, _line_number(1), v) for i, v in enumerate(value))
     if end < start:
         raise ValueError(f"end {end} is before start {start}")
@@ -227,7 +223,7 @@ class LookupRequest(BaseModel):
         if isinstance(data, bytes | bytearray):  # a body sent as something other than JSON
             raise _ItemError("body", "expected a JSON object with Content-Type: application/json")
         if not isinstance(data, Mapping):
-            raise _ItemError("arguments", f"expected a JSON object, got {_show(data)}")
+            raise _ItemError("arguments", f"expected a JSON object, got {show(data)}")
         return data
 
     @classmethod
