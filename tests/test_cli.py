@@ -48,10 +48,15 @@ def test_version_console_script() -> None:
     assert "from POIMEN_DSN" in done.stdout
 
 
-def test_version_with_the_store_down_still_answers(capsys: pytest.CaptureFixture[str]) -> None:
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+def test_version_with_the_store_down_still_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    port = _closed_port()
     code, out, _ = run(capsys, "--dsn", f"postgresql://u@127.0.0.1:{port}/x", "--version", "--json")
     assert code == 0
     body = json.loads(out)
@@ -99,9 +104,7 @@ def test_status_on_unmigrated_database(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_unreachable_store_is_one_line_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _closed_port()
     code, out, err = run(capsys, "--dsn", f"postgresql://u@127.0.0.1:{port}/x", "db", "status")
     assert code == 1
     assert out == ""

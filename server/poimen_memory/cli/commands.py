@@ -41,12 +41,15 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings({"dsn": args.dsn, "project": args.project})
 
 
-def _target(args: argparse.Namespace) -> tuple[str, str]:
+def _target(settings: Settings) -> tuple[str, str]:
     """(DSN, where it came from): the configured store, else the embedded one."""
-    settings = _settings(args)
     if settings.dsn is None:
         return embedded_dsn(settings.data_dir), "embedded"
     return settings.dsn, settings.origin("dsn") or "settings"
+
+
+def _default_project(settings: Settings) -> ProjectId | None:
+    return None if settings.project is None else ProjectId(settings.project)
 
 
 def _where(dsn: str, source: str) -> str:
@@ -55,7 +58,7 @@ def _where(dsn: str, source: str) -> str:
 
 def db_migrate(args: argparse.Namespace) -> int:
     """Apply pending schema migrations."""
-    dsn, _ = _target(args)
+    dsn, _ = _target(_settings(args))
     with connect(dsn) as conn:
         applied = [f"{m.version:04d}_{m.name}" for m in migrate(conn)]
     if args.json:
@@ -69,7 +72,7 @@ def db_grant_readonly(args: argparse.Namespace) -> int:
     """Print (or apply) the GRANTs for a read-only role."""
     from poimen_memory.store.access import grant_readonly, readonly_grants
 
-    dsn, _ = _target(args)
+    dsn, _ = _target(_settings(args))
     with connect(dsn) as conn:
         grants = grant_readonly if args.apply else readonly_grants
         statements = grants(conn, args.role)
@@ -82,7 +85,7 @@ def db_grant_readonly(args: argparse.Namespace) -> int:
 
 def db_status(args: argparse.Namespace) -> int:
     """Schema version and row counts."""
-    dsn, source = _target(args)
+    dsn, source = _target(_settings(args))
     with Store(dsn, max_size=1) as store:
         status = store.status()
     if args.json:
@@ -111,7 +114,8 @@ def _project(settings: Settings) -> ProjectId:
 
 def ingest(args: argparse.Namespace) -> int:
     """Ingest transcripts into the store."""
-    project = _project(_settings(args))
+    settings = _settings(args)
+    project = _project(settings)
     options = IngestOptions(
         project=project,
         repo_dir=Path(args.repo),
@@ -122,7 +126,7 @@ def ingest(args: argparse.Namespace) -> int:
         batch_nodes=args.batch_nodes,
         redact=not args.no_redact,
     )
-    dsn, _ = _target(args)
+    dsn, _ = _target(settings)
     with Store(dsn, max_size=1) as store, _progress(args) as on_progress:
         try:
             summary = run_ingest([Path(p) for p in args.paths], store, options, on_progress)
@@ -188,8 +192,8 @@ _BodyOf = Callable[[argparse.Namespace, LookupService], dict[str, Any]]
 def _lookup(args: argparse.Namespace, model: type[LookupRequest], body_of: _BodyOf) -> int:
     """Open the store and the checkouts, build ``model`` from the arguments, answer it."""
     settings = _settings(args)
-    default = None if settings.project is None else ProjectId(settings.project)
-    dsn, _ = _target(args)
+    default = _default_project(settings)
+    dsn, _ = _target(settings)
     repo = getattr(args, "repo", None)
     with Store(dsn, max_size=1) as store:
         service = build_service(
@@ -290,8 +294,8 @@ def http(args: argparse.Namespace) -> int:
         raise UsageError(f"{where}: limits a token, but no --token or POIMEN_HTTP_TOKEN is set")
     if not 0 < args.port < 65536:
         raise UsageError(f"--port: expected 1 to 65535, got {args.port}")
-    dsn, _ = _target(args)
-    default = None if settings.project is None else ProjectId(settings.project)
+    dsn, _ = _target(settings)
+    default = _default_project(settings)
     with Store(dsn) as store:
         service = build_service(store, args.repo or [], default, args.repo_id)
         app = create_app(
@@ -309,8 +313,9 @@ def demo(args: argparse.Namespace) -> int:
     """Build a sample repository with memories and show a hover."""
     from poimen_memory.demo import run_demo
 
-    dsn, source = _target(args)
-    root = Path(args.dir) if args.dir else _settings(args).data_dir / "demo" / "kong"
+    settings = _settings(args)
+    dsn, source = _target(settings)
+    root = Path(args.dir) if args.dir else settings.data_dir / "demo" / "kong"
     result = run_demo(dsn, root.absolute())
     cite = "src/kong/buffer.rs:42"
     print(f"Sample repository: {result.repo}")
@@ -356,7 +361,7 @@ def version(args: argparse.Namespace) -> int:
     except GitError as exc:
         git = f"git: {exc}"
     try:
-        dsn, source = _target(args)
+        dsn, source = _target(_settings(args))
         postgres = f"{server_version(dsn)} ({describe_target(dsn)}, from {source})"
     except (StoreUnavailable, ConfigError) as exc:
         postgres = f"Postgres: {exc}"
