@@ -310,16 +310,13 @@ def create_app(
         return answer
 
     @app.exception_handler(LookupInputError)
+    @app.exception_handler(NotInRepository)  # a LookupFailed too, but the caller's mistake
     async def bad_input(_: Request, exc: LookupInputError) -> Response:
         return _error(422, str(exc), exc.field)
 
     @app.exception_handler(ContentError)
     async def bad_content(_: Request, exc: ContentError) -> Response:
         return _error(422, str(exc), str(exc).split(":", 1)[0])
-
-    @app.exception_handler(NotInRepository)  # a LookupFailed too, but the caller's mistake
-    async def not_in_repository(_: Request, exc: NotInRepository) -> Response:
-        return _error(422, str(exc), exc.field)
 
     @app.exception_handler(LookupFailed)
     async def not_found(_: Request, exc: LookupFailed) -> Response:
