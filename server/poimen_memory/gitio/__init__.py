@@ -15,6 +15,7 @@ from poimen_memory.gitio.errors import (
     UnsafeArgument,
     Untracked,
 )
+from poimen_memory.gitio.history import Change, FileChange, ancestors_of, changes, line_hash
 from poimen_memory.gitio.identity import local_identity, normalize_remote
 from poimen_memory.gitio.linemap import map_buffer_to_head
 from poimen_memory.gitio.repo import GitRepo
@@ -28,7 +29,9 @@ __all__ = [
     "BlameLine",
     "Blamer",
     "CacheKey",
+    "Change",
     "EmptyRepository",
+    "FileChange",
     "GitError",
     "GitFailed",
     "GitNotFound",
@@ -39,6 +42,9 @@ __all__ = [
     "UnknownCommit",
     "UnsafeArgument",
     "Untracked",
+    "ancestors_of",
+    "changes",
+    "line_hash",
     "local_identity",
     "map_buffer_to_head",
     "normalize_remote",
