@@ -232,7 +232,13 @@ def test_every_key_starts_with_project(store_dsn: str) -> None:
               AND c.conrelid::regclass::text <> 'poimen_schema_version'
             """
         ).fetchall()
-    assert {r[0] for r in rows} == {"memory_node", "memory_edge", "git_commit", "git_anchor"}
+    assert {r[0] for r in rows} == {
+        "memory_node",
+        "memory_edge",
+        "git_commit",
+        "git_anchor",
+        "commit_alias",
+    }
     assert all(r[2] == "project" for r in rows), rows
 
 

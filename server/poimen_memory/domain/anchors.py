@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,9 @@ class CommitInfo:
     author_name: str
     author_email: str
     author_date: datetime
+    # What the commit changed, independent of line numbers and whitespace (gitio.history):
+    # a rebased or cherry-picked copy has the same one. Not part of the commit's identity.
+    patch_id: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         checks.check_text("commit.message", self.message)
@@ -74,6 +77,11 @@ class Anchor:
     file: str
     line_start: int
     line_end: int
+    # Facts for finding the anchor again after its commit is rewritten, not part of its
+    # identity: the hash of each line's text (gitio.history.line_hash; None for a trivial
+    # line), and where line_start sits among the lines its commit added to the file.
+    line_hashes: tuple[int | None, ...] | None = field(default=None, compare=False)
+    added_from: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_repo_path("file", self.file)

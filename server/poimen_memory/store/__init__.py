@@ -10,7 +10,9 @@ from poimen_memory.store.connection import (
 from poimen_memory.store.listen import NOTIFY_CHANNEL, IngestListener
 from poimen_memory.store.migrations import MigrationError, migrate
 from poimen_memory.store.store import (
+    Alias,
     Batch,
+    Candidate,
     Evidence,
     InsertCounts,
     Store,
@@ -20,7 +22,9 @@ from poimen_memory.store.store import (
 
 __all__ = [
     "NOTIFY_CHANNEL",
+    "Alias",
     "Batch",
+    "Candidate",
     "ConfigError",
     "Evidence",
     "IngestListener",

@@ -23,7 +23,7 @@ from poimen_memory.domain import (
     Sha256Hash,
     parse_timestamp,
 )
-from poimen_memory.store.connector import Connector
+from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import query
 from poimen_memory.store.reads import node_from_row
 
@@ -58,10 +58,20 @@ class EvidenceReads:
         project: ProjectId = params["project"]
         with self._connector.connection() as conn:
             chosen = conn.execute(query(selector), {**params, "max_anchors": limit}).fetchall()
-            if not chosen:
-                return []
-            # One array per column, named as the selector named the column: what evidence unnests.
-            columns = {name: [row[name] for row in chosen] for name in chosen[0]}
+            return self._evidence_of(project, chosen, conn)
+
+    def _evidence_of(
+        self, project: ProjectId, chosen: list[dict[str, Any]], conn: Connection | None = None
+    ) -> list[Evidence]:
+        """The evidence of chosen anchors (rows named as the ``anchors_*`` queries name them)."""
+        if not chosen:
+            return []
+        # One array per column, named as the selector named the column: what evidence unnests.
+        columns = {name: [row[name] for row in chosen] for name in chosen[0]}
+        if conn is None:
+            with self._connector.connection() as own:
+                rows = own.execute(query("evidence"), {**columns, "project": project}).fetchall()
+        else:
             rows = conn.execute(query("evidence"), {**columns, "project": project}).fetchall()
         seen: dict[str, MemoryNode] = {}
         return [_evidence_from_row(project, row, seen) for row in rows]

@@ -2,8 +2,8 @@
 
 Applied versions are recorded with a checksum in ``poimen_schema_version``; a migration file
 edited after it was applied is refused rather than silently skipped. Each migration runs in
-its own transaction under an advisory lock, so concurrent ``mem db migrate`` runs are safe and
-a failed migration leaves nothing behind.
+its own transaction, under an advisory lock held for the whole run, so concurrent
+``mem db migrate`` runs are safe and a failed migration leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -97,18 +97,24 @@ def migrate(conn: psycopg.Connection[Any]) -> list[Migration]:
     shipped = available()
     applied: list[Migration] = []
     conn.autocommit = True
-    for migration in shipped:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-            conn.execute(_VERSION_TABLE)
-            recorded = applied_versions(conn)
-            _check_recorded(recorded, shipped)
-            if migration.version in recorded:
-                continue
-            conn.execute(migration.sql)  # text of a file shipped in the package
-            conn.execute(
-                "INSERT INTO poimen_schema_version (version, name, checksum) VALUES (%s, %s, %s)",
-                (migration.version, migration.name, migration.checksum),
-            )
-            applied.append(migration)
+    # Held for the whole run, so one process applies every pending migration and the others
+    # find them applied (each migration still commits on its own).
+    conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+    try:
+        for migration in shipped:
+            with conn.transaction():
+                conn.execute(_VERSION_TABLE)
+                recorded = applied_versions(conn)
+                _check_recorded(recorded, shipped)
+                if migration.version in recorded:
+                    continue
+                conn.execute(migration.sql)  # text of a file shipped in the package
+                conn.execute(
+                    "INSERT INTO poimen_schema_version (version, name, checksum)"
+                    " VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, migration.checksum),
+                )
+                applied.append(migration)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
     return applied

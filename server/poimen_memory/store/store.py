@@ -5,14 +5,24 @@ from __future__ import annotations
 
 from poimen_memory.store.connection import CONNECT_TIMEOUT_S
 from poimen_memory.store.connector import Connector
-from poimen_memory.store.evidence import Evidence, EvidenceReads
+from poimen_memory.store.evidence import Evidence
 from poimen_memory.store.reads import NodeReads, StoreStatus, WalkedNode
+from poimen_memory.store.rewrites import Alias, Candidate, RewriteReads
 from poimen_memory.store.writes import Batch, BatchWrites, InsertCounts
 
-__all__ = ["Batch", "Evidence", "InsertCounts", "Store", "StoreStatus", "WalkedNode"]
+__all__ = [
+    "Alias",
+    "Batch",
+    "Candidate",
+    "Evidence",
+    "InsertCounts",
+    "Store",
+    "StoreStatus",
+    "WalkedNode",
+]
 
 
-class Store(BatchWrites, NodeReads, EvidenceReads):
+class Store(BatchWrites, NodeReads, RewriteReads):
     """A connection pool over one Postgres database holding the poimen-memory schema."""
 
     def __init__(

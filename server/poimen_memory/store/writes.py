@@ -60,6 +60,19 @@ class Table:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredAnchor:
+    """An anchor as stored: its line hashes as a list (a Postgres array)."""
+
+    anchor: Anchor
+
+    @property
+    def line_hashes(self) -> list[int | None] | None:
+        """The hashes of the anchored lines, or None when unknown."""
+        hashes = self.anchor.line_hashes
+        return None if hashes is None else list(hashes)
+
+
+@dataclass(frozen=True, slots=True)
 class StoredCommit:
     """A commit as stored: commit metadata belongs to a project like every other row."""
 
@@ -90,6 +103,7 @@ COMMITS = Table(
         ("author_name", "commit.author_name"),
         ("author_email", "commit.author_email"),
         ("author_date", "commit.author_date"),
+        ("patch_id", "commit.patch_id"),
     ),
 )
 EDGES = Table(
@@ -99,13 +113,15 @@ EDGES = Table(
 ANCHORS = Table(
     "git_anchor",
     (
-        ("project", "project"),
-        ("node_sha256", "node"),
-        ("repo", "repo"),
-        ("commit_sha", "commit"),
-        ("file", "file"),
-        ("line_start", "line_start"),
-        ("line_end", "line_end"),
+        ("project", "anchor.project"),
+        ("node_sha256", "anchor.node"),
+        ("repo", "anchor.repo"),
+        ("commit_sha", "anchor.commit"),
+        ("file", "anchor.file"),
+        ("line_start", "anchor.line_start"),
+        ("line_end", "anchor.line_end"),
+        ("line_hashes", "line_hashes"),
+        ("added_from", "anchor.added_from"),
     ),
 )
 
@@ -175,13 +191,16 @@ class BatchWrites:
                     "batch: commits are stored per project, so a batch with commits must hold "
                     f"exactly one project, got {sorted(str(p) for p in projects)}"
                 )
-            commits = [StoredCommit(next(iter(projects)), c) for c in batch.commits]
+            unique = {(c.repo, c.sha): c for c in reversed(batch.commits)}  # first of each
+            commits = [StoredCommit(next(iter(projects)), c) for c in reversed(unique.values())]
+        # A row may be written once per statement: one of each anchor (the first given).
+        anchors = [StoredAnchor(a) for a in dict.fromkeys(batch.anchors)]
         # Parents before children: nodes and commits before the edges and anchors naming them.
         writes = [
             ("nodes", NODES, NODES.rows(batch.nodes)),
             ("commits", COMMITS, COMMITS.rows(commits)),
             ("edges", EDGES, EDGES.rows(edges)),
-            ("anchors", ANCHORS, ANCHORS.rows(batch.anchors)),
+            ("anchors", ANCHORS, ANCHORS.rows(anchors)),
         ]
         if use_copy is None:  # Batch.size, counted from the rows without building edges again
             use_copy = sum(len(rows) for _, _, rows in writes) >= COPY_THRESHOLD

@@ -243,3 +243,30 @@ WITH RECURSIVE down (top, sha256, depth) AS (
 SELECT DISTINCT d.top, d.sha256
 FROM down d
 JOIN memory_node n ON n.project = %(project)s AND n.sha256 = d.sha256 AND n.level = 'L0';
+
+-- name: rewrite_candidates
+-- Anchors in the repository holding a line whose text hash is one of the given ones, with
+-- their commit's patch id and date: what lines with no anchor at their origin may have been
+-- recorded as before their commit was rewritten. The origin commits themselves (`exclude`)
+-- are left out. The caller decides; nothing here is a match yet.
+SELECT a.node_sha256, a.commit_sha, a.file, a.line_start, a.line_end, a.line_hashes,
+       a.added_from, c.patch_id, c.author_date
+FROM git_anchor a
+JOIN git_commit c
+  ON c.project = a.project AND c.repo = a.repo AND c.commit_sha = a.commit_sha
+WHERE a.project = %(project)s AND a.repo = %(repo)s
+  AND a.line_hashes && %(hashes)s::bigint[]
+  AND a.commit_sha <> ALL(%(exclude)s::text[])
+ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
+LIMIT %(max_anchors)s;
+
+-- name: aliases_to
+-- Rewritten commits known to have landed as any of the given commits.
+SELECT new_commit, old_commit, how FROM commit_alias
+WHERE project = %(project)s AND repo = %(repo)s AND new_commit = ANY(%(commits)s::text[]);
+
+-- name: insert_aliases
+INSERT INTO commit_alias (project, repo, new_commit, old_commit, how)
+SELECT %(project)s, %(repo)s, x.new_commit, x.old_commit, x.how
+FROM unnest(%(new)s::text[], %(old)s::text[], %(how)s::text[]) AS x (new_commit, old_commit, how)
+ON CONFLICT DO NOTHING;
