@@ -223,6 +223,20 @@ class GitRepo:
             raise Untracked(f"{path} is not in commit {rev.short()}")
         return CommitSha(sha)
 
+    def next_commit_touching(self, path: str, base: CommitSha, head: CommitSha) -> CommitSha | None:
+        """The first commit after ``base`` on the way to ``head`` (its ancestry path) that
+        touched ``path``; None when there is none, or ``base`` is not an ancestor of ``head``."""
+        check_not_option("file", path)
+        done = self.runner.run(
+            self.root,
+            ["rev-list", "--reverse", "--ancestry-path", f"{base.value}..{head.value}", "--", path],
+            ok_codes=(0, 128),
+        )
+        if done.returncode != 0:
+            return None
+        first = done.stdout.split(b"\n", 1)[0].decode("ascii", "replace").strip()
+        return CommitSha(first) if first else None
+
     # -- objects --------------------------------------------------------------------------
 
     def blob(self, rev: CommitSha, path: str) -> bytes:

@@ -1,9 +1,10 @@
 """Agent Trace records (the open attribution format: files -> conversations -> ranges).
 
 A record says which lines of which files, at ``vcs.revision``, came from which conversation
-(and contributor). Each (file, conversation) becomes one L0 node anchored to its ranges at
-that revision; the conversation URL is kept in the node's text as its provenance, and names
-the query. Files may hold one record (JSON), a list of records, or one record a line (JSONL).
+(and contributor). Each (file, conversation) becomes one L0 node anchored to its ranges
+(placed through git at ingest: ``enrich``); the conversation URL is kept in the node's text
+as its provenance, and names the query. Files may hold one record (JSON), a list of records,
+or one record a line (JSONL).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from poimen_memory import domain
 from poimen_memory.domain import ContentError, ProjectId, check_repo_path, parse_timestamp
 from poimen_memory.ingest.jsonl import iter_json_lines, read_json_document
-from poimen_memory.ingest.model import BadRecord, Draft, LinesAtCommit, Parsed, SourceRef
+from poimen_memory.ingest.model import BadRecord, Draft, Parsed, SourceRef, TraceRange
 
 __all__ = ["looks_like_agent_trace", "parse_agent_trace"]
 
@@ -103,12 +104,17 @@ def _record(
                     raise ContentError(
                         f"{rwhere}start_line/end_line: expected 1 <= start <= end, got {got}"
                     )
-                ranges.append((start, end))
+                content_hash = rng.get("content_hash")
+                if content_hash is not None and not isinstance(content_hash, str):
+                    raise ContentError(
+                        f"{rwhere}content_hash: expected a string, got {content_hash!r}"
+                    )
+                ranges.append((start, end, content_hash))
             if not ranges:
                 continue
             who = str(contributor.get("type") or "unknown")
             model = contributor.get("model_id")
-            spans = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in ranges)
+            spans = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b, _ in ranges)
             text = "\n".join(
                 line
                 for line in (
@@ -130,7 +136,7 @@ def _record(
                     node,
                     source,
                     [],
-                    [LinesAtCommit(file, a, b, revision) for a, b in ranges],
+                    [TraceRange(file, a, b, revision, h) for a, b, h in ranges],
                 )
             )
     parsed.drafts.extend(drafts)

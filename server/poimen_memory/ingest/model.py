@@ -17,6 +17,7 @@ __all__ = [
     "Parsed",
     "SourceRef",
     "TextAtHead",
+    "TraceRange",
     "WholeFile",
 ]
 
@@ -84,7 +85,21 @@ class TextAtHead:
     not_before: datetime
 
 
-AnchorRequest = LinesAtCommit | LinesAtHead | WholeFile | TextAtHead
+@dataclass(frozen=True, slots=True)
+class TraceRange:
+    """An Agent Trace range: lines ``start..end`` of ``file`` at ``revision``, as the spec
+    describes them (the revision that last touched them) or as its reference hook writes them
+    (positions in the edited work tree on top of ``revision``, committed later). Optionally
+    with the range text's hash (``sha256:<hex>``)."""
+
+    file: str
+    start: int
+    end: int
+    revision: str
+    content_hash: str | None = None
+
+
+AnchorRequest = LinesAtCommit | LinesAtHead | WholeFile | TextAtHead | TraceRange
 
 
 @dataclass(slots=True)

@@ -233,7 +233,7 @@ def ingest(
             raise IngestError(f"PATH: cannot read {path}: {exc.strerror}") from None
         bad.extend(parsed.bad)
         sized = _within_limits(parsed.drafts, bad)
-        enriched = enrich(repo, blamer, sized, options.project, repo_id)
+        enriched = enrich(repo, blamer, sized, options.project, repo_id, on_progress)
         bad.extend(enriched.bad)
         summary.unanchored_edits += enriched.unlocated
         good = [d for d in sized if d.local_id not in enriched.bad_ids]
