@@ -4,7 +4,25 @@ from __future__ import annotations
 
 from poimen_memory.lookup import Citation, LookupResult, Memory
 
-__all__ = ["cite_line", "excerpt", "render_hover", "render_text"]
+__all__ = ["arrival", "cite_line", "excerpt", "render_hover", "render_text"]
+
+
+def arrival(m: Memory) -> str | None:
+    """How a memory came to this line, when not simply through its anchor:
+    ``recorded on 3f2a1b0, landed as 9c8d7e6 (squash)`` or ``about an earlier version,
+    replaced by 9c8d7e6 on 2026-08-06``."""
+    if m.landed is not None:
+        how = "rebased or cherry-picked" if m.landed.how == "same-change" else "squash"
+        return (
+            f"recorded on {m.landed.recorded.short()}, landed as {m.landed.landed.short()} ({how})"
+        )
+    if m.earlier is not None:
+        replaced = m.earlier.replaced_by
+        return (
+            f"about an earlier version of this line, replaced by {replaced.sha.short()} "
+            f"on {replaced.author_date.date().isoformat()}"
+        )
+    return None
 
 
 def cite_line(c: Citation) -> str:
@@ -24,6 +42,9 @@ def _memory(m: Memory, indent: str = "") -> list[str]:
         lines.append(f"{indent}     … ({len(body) - 6} more lines)")
     if m.citation is not None:
         lines.append(f"{indent}   {cite_line(m.citation)}")
+    how = arrival(m)
+    if how is not None:
+        lines.append(f"{indent}   {how}")
     for extra in m.citations[1:]:
         lines.append(f"{indent}   also {extra.cite()}")
     return lines
@@ -95,5 +116,8 @@ def render_hover(result: LookupResult, excerpt_length: int = 400, markdown: bool
             else:
                 who = f"{commit.author_name}, {when}"
                 out.append(f"{commit.sha.short()} {commit.summary} — {who} · {c.git_ref}")
+        how = arrival(m)
+        if how is not None:
+            out.append(f"*{how}*" if markdown else how)
         out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -238,7 +238,8 @@ def _location(args: argparse.Namespace, service: LookupService) -> dict[str, Any
     body: dict[str, Any] = {"file": relpath, "repo": identity.value}
     if start:
         body.update({"lines": [int(start), int(end)]} if dash else {"line": int(start)})
-    return body | {"commit_sha": args.commit, "at": args.at}
+    history = {} if args.history is None else {"history": args.history}
+    return body | {"commit_sha": args.commit, "at": args.at} | history
 
 
 def by_git(args: argparse.Namespace) -> int:

@@ -65,12 +65,16 @@ _LOOKUPS: list[
     (
         "by-git", "memories at FILE:LINE, through blame", cmd.by_git,
         ["mem by-git src/app.py:42", "mem by-git src/app.py:40-60 --json --project app",
-         "mem by-git src/app.py:42 --commit 1a2b3c4d --repo ~/app"],
+         "mem by-git src/app.py:42 --commit 1a2b3c4d --repo ~/app",
+         "mem by-git src/app.py:42 --history"],
         ("location", "FILE[:LINE[-END]]", "a file, a line or a range"),
         [("--repo", {"help": "work tree the path is relative to (default: the current dir)"}),
          ("--repo-id", {"help": "repository identity instead of origin's URL"}),
          ("--commit", {"help": "look the lines up literally in this commit (no blame)"}),
-         ("--at", {"help": "blame as of this commit instead of HEAD"})],
+         ("--at", {"help": "blame as of this commit instead of HEAD"}),
+         ("--history", {"nargs": "?", "const": "true", "metavar": "DEPTH",
+                        "help": "one line: also the memories of the versions it replaced, "
+                                "DEPTH versions back (default 3)"})],
     ),
     (
         "by-commit", "memories anchored in a commit", cmd.by_commit,

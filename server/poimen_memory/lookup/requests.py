@@ -36,7 +36,9 @@ from poimen_memory.lookup.errors import LookupInputError
 __all__ = [
     "DEFAULT_ANCHOR_LIMIT",
     "DEFAULT_QUERY_LIMIT",
+    "HISTORY_DEPTH",
     "MAX_ANCHOR_LIMIT",
+    "MAX_HISTORY_DEPTH",
     "MAX_LINE",
     "MAX_QUERY_LIMIT",
     "ByAuthorRequest",
@@ -142,6 +144,26 @@ def _pair(value: object) -> tuple[int, int]:
     return start, end
 
 
+# How many versions back `history` looks by default, and at most.
+HISTORY_DEPTH = 3
+MAX_HISTORY_DEPTH = 10
+
+
+def _history(value: object) -> int:
+    """``true`` (the default depth), ``false``/0 (off) or a depth from 0 to the maximum."""
+    if isinstance(value, bool):
+        return HISTORY_DEPTH if value else 0
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return HISTORY_DEPTH if value.lower() == "true" else 0
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if not isinstance(value, int) or not 0 <= value <= MAX_HISTORY_DEPTH:
+        raise ValueError(
+            f"expected true, false or a depth from 0 to {MAX_HISTORY_DEPTH}, got {show(value)}"
+        )
+    return value
+
+
 class _ItemError(ValueError):
     """A bad item of a list field, named ``field[i]``."""
 
@@ -207,6 +229,18 @@ AnchorLimit = Annotated[
     int, PlainValidator(_range(MAX_ANCHOR_LIMIT)), _integer(1, MAX_ANCHOR_LIMIT)
 ]
 QueryLimit = Annotated[int, PlainValidator(_range(MAX_QUERY_LIMIT)), _integer(1, MAX_QUERY_LIMIT)]
+HistoryDepth = Annotated[
+    int,
+    PlainValidator(_history),
+    WithJsonSchema(
+        {
+            "oneOf": [
+                {"type": "boolean"},
+                {"type": "integer", "minimum": 0, "maximum": MAX_HISTORY_DEPTH},
+            ]
+        }
+    ),
+]
 
 
 class LookupRequest(BaseModel):
@@ -265,7 +299,9 @@ def input_error(error: Mapping[str, Any], skip: int = 0) -> LookupInputError:
 class ByGitRequest(LookupRequest):
     """Memories at a code location: ``file`` line ``line`` or ``lines: [start, end]`` (neither,
     or ``line: 0``: the whole file), mapped through blame; with ``commit_sha``, the lines of
-    that commit literally; with ``at``, blamed as of that commit instead of HEAD."""
+    that commit literally; with ``at``, blamed as of that commit instead of HEAD. ``history``
+    (one line only) adds the memories of the versions the line replaced, that many back
+    (``true``: 3)."""
 
     file: RepoPath
     line: Line | None = None
@@ -273,6 +309,7 @@ class ByGitRequest(LookupRequest):
     repo: Repo | None = None
     commit_sha: CommitPrefix | None = None
     at: CommitPrefix | None = None
+    history: HistoryDepth = 0
 
     @model_validator(mode="after")
     def _one_of_line_or_lines(self) -> Self:

@@ -12,14 +12,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from poimen_memory.domain import CommitInfo, Level, MemoryNode, RepoId, Sha256Hash
+from poimen_memory.domain import CommitInfo, CommitSha, Level, MemoryNode, RepoId, Sha256Hash
+from poimen_memory.domain.checks import format_timestamp
 from poimen_memory.store import Evidence
 
 __all__ = [
     "Citation",
     "DocumentMemories",
+    "Earlier",
+    "EarlierOut",
     "GitCommitOut",
     "GitContextOut",
+    "How",
+    "Landed",
+    "LandedOut",
     "LineMemory",
     "LookupResponse",
     "LookupResult",
@@ -59,6 +65,29 @@ class GitContextOut(_Out):
     author_date: str
 
 
+How = Literal["same-change", "squash"]
+
+
+class LandedOut(_Out):
+    """How a memory of a rewritten commit arrived: the commit it was recorded on (no longer in
+    the history) and the commit its change landed as; ``how`` is ``same-change`` (rebase,
+    cherry-pick: the same change under a new id) or ``squash`` (inside a larger or edited
+    change: squash merge, amend, fixup)."""
+
+    recorded_commit: str
+    landed_commit: str
+    how: Literal["same-change", "squash"]
+
+
+class EarlierOut(_Out):
+    """A memory about an earlier version of the line: the lines it is anchored to were
+    replaced by ``replaced_by`` (on ``replaced_at``); ``depth`` 1 is the version just before."""
+
+    replaced_by: str
+    replaced_at: str
+    depth: int
+
+
 # git_commit's keys as git_context names them.
 _CONTEXT_NAMES = {"sha": "commit_sha", "message": "commit_msg", "date": "author_date"}
 
@@ -80,11 +109,13 @@ class NodeOut(_Out):
     anchors: list[GitContextOut] | None = None
     lines: list[int] | None = None
     parents: list[NodeOut] | None = None
+    landed: LandedOut | None = None
+    earlier_version: EarlierOut | None = None
 
     @model_serializer(mode="wrap")
     def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
-        for key in ("anchors", "lines", "parents"):
+        for key in ("anchors", "lines", "parents", "landed", "earlier_version"):
             if out.get(key) is None:
                 out.pop(key, None)
         return out
@@ -145,6 +176,37 @@ class Citation:
 
 
 @dataclass(frozen=True, slots=True)
+class Landed:
+    """A memory recorded on a rewritten commit, found on the commit its change landed as."""
+
+    recorded: CommitSha
+    landed: CommitSha
+    how: How
+
+    def response(self) -> LandedOut:
+        """The JSON form."""
+        return LandedOut(
+            recorded_commit=self.recorded.value, landed_commit=self.landed.value, how=self.how
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """A memory about an earlier version of a line: replaced by ``replaced_by``."""
+
+    replaced_by: CommitInfo
+    depth: int
+
+    def response(self) -> EarlierOut:
+        """The JSON form."""
+        return EarlierOut(
+            replaced_by=self.replaced_by.sha.value,
+            replaced_at=format_timestamp(self.replaced_by.author_date),
+            depth=self.depth,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     """A node as a lookup returns it: cited by its evidence (for L1/L2: the evidence below
     it), with the nodes above it, each carrying the same citation."""
@@ -154,6 +216,8 @@ class Memory:
     citations: tuple[Citation, ...] = ()
     parents: tuple[Memory, ...] = ()
     lines: tuple[int, ...] = ()  # current lines of the looked-up file it is attached to
+    landed: Landed | None = None  # found through a rewritten commit
+    earlier: Earlier | None = None  # about an earlier version of the line
 
     def response(self, with_parents: bool = True) -> NodeOut:
         """The seed's node object."""
@@ -174,6 +238,8 @@ class Memory:
             parents=[p.response(with_parents=False) for p in self.parents]
             if with_parents
             else None,
+            landed=None if self.landed is None else self.landed.response(),
+            earlier_version=None if self.earlier is None else self.earlier.response(),
         )
 
 
@@ -235,9 +301,13 @@ def assemble(
     repo: RepoId | None,
     rows: Iterable[Evidence],
     lines_of: Mapping[Sha256Hash, Iterable[int]] | None = None,
+    landed_of: Mapping[Sha256Hash, Landed] | None = None,
+    earlier_of: Mapping[Sha256Hash, Earlier] | None = None,
 ) -> LookupResult:
     """Evidence rows -> one Memory per L0 node (its matched anchors as citations) followed by
-    each node above them once, cited by the first evidence that reached it. Newest first."""
+    each node above them once, cited by the first evidence that reached it. Newest first.
+    ``landed_of`` and ``earlier_of`` say which L0 nodes were found through a rewritten commit
+    or on an earlier version of the line."""
     by_node: dict[Sha256Hash, list[Evidence]] = {}
     for row in rows:
         by_node.setdefault(row.node.sha256, []).append(row)
@@ -251,7 +321,11 @@ def assemble(
         ancestors = group[0].ancestors
         parents = tuple(Memory(node, primary) for node, _ in ancestors)
         lines = tuple(sorted(set(lines_of.get(sha, ()) if lines_of else ())))
-        l0s.append(Memory(group[0].node, primary, tuple(citations), parents, lines))
+        landed = landed_of.get(sha) if landed_of else None
+        earlier = earlier_of.get(sha) if earlier_of else None
+        l0s.append(
+            Memory(group[0].node, primary, tuple(citations), parents, lines, landed, earlier)
+        )
         for node, depth in ancestors:
             if node.sha256 not in above or depth < above[node.sha256][1]:
                 above[node.sha256] = (node, depth, primary)

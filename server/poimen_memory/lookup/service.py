@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterable, MutableMapping
+from collections import Counter
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from poimen_memory.gitio import (
     map_buffer_to_head,
 )
 from poimen_memory.lookup.checkouts import Checkouts, project_for
+from poimen_memory.lookup.earlier import earlier_versions
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
 from poimen_memory.lookup.origins import (
     covered_lines,
@@ -43,6 +45,7 @@ from poimen_memory.lookup.requests import (
 from poimen_memory.lookup.results import (
     Citation,
     DocumentMemories,
+    Earlier,
     LineMemory,
     LookupResult,
     Memory,
@@ -50,7 +53,8 @@ from poimen_memory.lookup.results import (
     citation_key,
     citation_of,
 )
-from poimen_memory.store import Store
+from poimen_memory.lookup.rewrites import Found, Miss, Rewrites, file_hashes, landed_nodes
+from poimen_memory.store import Evidence, Store
 
 __all__ = ["CACHE_SIZES", "LookupService"]
 
@@ -62,6 +66,7 @@ CACHE_SIZES = {
     "buffer_maps": 16,  # buffer line -> HEAD line, per (file, HEAD, buffer text)
     "hovers": 4096,  # answers per blame origin
     "digests": 64,  # sha256, size and line count of buffer texts
+    "line_hashes": 16,  # text hashes of a file's lines at HEAD (for rewritten commits)
 }
 
 
@@ -84,9 +89,13 @@ class LookupService:
             CACHE_SIZES["buffer_maps"]
         )
         self._hovers: LRUCache[
-            tuple[ProjectId, RepoId, CommitSha, str, int], LookupResult | None
+            tuple[ProjectId, RepoId, CommitSha, str, int, int], LookupResult | None
         ] = LRUCache(CACHE_SIZES["hovers"])
         self._digests: LRUCache[tuple[str, int, int], _TextFacts] = LRUCache(CACHE_SIZES["digests"])
+        self._line_hashes: LRUCache[
+            tuple[str, str, CommitSha], tuple[list[int | None], Counter[int | None]]
+        ] = LRUCache(CACHE_SIZES["line_hashes"])
+        self._rewrites = Rewrites(self.store)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
 
     # -- editor lookups ---------------------------------------------------------------------
@@ -130,10 +139,13 @@ class LookupService:
         project: ProjectId | None = None,
         max_bytes: int | None = None,
         max_lines: int | None = None,
+        history: int = 0,
     ) -> LookupResult | None:
         """The memories of one buffer line (1-based): mapped to HEAD in process, then through
-        blame to its origin. None for a line without memories or one typed in the buffer, and
-        for a file (at HEAD or in the buffer) that is binary or over the limits.
+        blame to its origin (and, on a miss, to rewritten commits whose change landed there;
+        with ``history``, also the memories of the versions it replaced, that many back). None
+        for a line without memories or one typed in the buffer, and for a file (at HEAD or in
+        the buffer) that is binary or over the limits.
 
         A buffer whose text is HEAD's (recognised by its hash) needs no blob; on a cold file
         the blob is read while ``git blame -L`` runs, so the first hover costs one blame."""
@@ -170,7 +182,15 @@ class LookupService:
                 if speculative is not None and blamer.text_sha(rel, head) == digest:
                     try:
                         return self._answer(
-                            blamer, repo_id, rel, head, line, line, project, speculative.result()
+                            blamer,
+                            repo_id,
+                            rel,
+                            head,
+                            line,
+                            line,
+                            project,
+                            speculative.result(),
+                            history,
                         )
                     except GitError:
                         return None
@@ -185,7 +205,7 @@ class LookupService:
             origin = blamer.origin(rel, head_line, head, warm=True)
         except GitError:
             return None
-        return self._answer(blamer, repo_id, rel, head, line, head_line, project, origin)
+        return self._answer(blamer, repo_id, rel, head, line, head_line, project, origin, history)
 
     def _text_facts(self, blamer: Blamer, rel: str, text: str) -> _TextFacts:
         """sha256, size, line count and binariness of a buffer's text, remembered per text
@@ -210,19 +230,19 @@ class LookupService:
         head_line: int,
         project: ProjectId | None,
         origin: BlameLine | None,
+        history: int = 0,
     ) -> LookupResult | None:
         blamer.warm(rel, head)
         if origin is None:
             return None
         scope = project or self.default_project or project_for(repo_id)
-        key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line)
+        key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line, history)
         with self._lock:
             if key in self._hovers:
                 return self._hovers[key]
-        rows = self.store.evidence_at_line(
-            scope, repo_id, origin.commit, origin.orig_path, origin.orig_line
+        result = self._at_origin(
+            scope, repo_id, blamer, rel, head, origin, line, head_line, history
         )
-        result = assemble(repo_id, rows, {r.node.sha256: (line,) for r in rows})
         found = result if result.memories else None
         with self._lock:
             self._hovers[key] = found
@@ -265,7 +285,7 @@ class LookupService:
                 blame = blamer.blame_file(rel, head)
             except GitError:
                 return None
-            doc = self.for_document(scope, repo_id, blame)
+            doc = self.for_document(scope, repo_id, blame, blamer)
             with self._lock:
                 self._docs[key] = doc
         mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
@@ -315,10 +335,18 @@ class LookupService:
                     raise LookupInputError(
                         "line", f"{req.line_start} is beyond the end of {req.file}"
                     )
-                rows = self.store.evidence_at_line(
-                    project, repo_id, origin.commit, origin.orig_path, origin.orig_line
+                rev = at or blamer.repo.head()
+                return self._at_origin(
+                    project,
+                    repo_id,
+                    blamer,
+                    req.file,
+                    rev,
+                    origin,
+                    req.line_start,
+                    req.line_start,
+                    req.history,
                 )
-                return assemble(repo_id, rows, {r.node.sha256: (req.line_start,) for r in rows})
             blame = blamer.blame_file(req.file, at)
         except UnsafeArgument as exc:
             raise LookupInputError("line", str(exc).removeprefix("line: ")) from None
@@ -335,15 +363,106 @@ class LookupService:
                     f"{req.line_end} is beyond the end of {req.file} ({len(blame.lines)} lines)",
                 )
             lines = range(req.line_start, req.line_end + 1)
-        return self._from_blame(project, repo_id, blame, lines)
+        return self._from_blame(project, repo_id, blamer, blame, lines)
 
     def _from_blame(
-        self, project: ProjectId, repo_id: RepoId, blame: Blame, lines: Iterable[int]
+        self,
+        project: ProjectId,
+        repo_id: RepoId,
+        blamer: Blamer,
+        blame: Blame,
+        lines: Iterable[int],
     ) -> LookupResult:
         origins = [o for o in (blame.origin(n) for n in lines) if o is not None]
         rows = self.store.evidence_for_runs(project, repo_id, origin_runs(origins))
         matched, lines_of = match_evidence(rows, origins)
-        return assemble(repo_id, matched, lines_of)
+        covered = {n for hits in lines_of.values() for n in hits}
+        missed = [(o, o.line, o.line) for o in origins if o.line not in covered]
+        found = self._find_rewritten(project, repo_id, blamer, blame.path, blame.rev, missed)
+        if not found:
+            return assemble(repo_id, matched, lines_of)
+        return _with_rewritten(repo_id, matched, lines_of, found)
+
+    def _at_origin(
+        self,
+        project: ProjectId,
+        repo_id: RepoId,
+        blamer: Blamer,
+        rel: str,
+        rev: CommitSha,
+        origin: BlameLine,
+        line: int,
+        rev_line: int,
+        history: int,
+    ) -> LookupResult:
+        """The memories of one line (``line`` as the caller numbers it, ``rev_line`` at
+        ``rev``) from its origin: anchors there, else those of rewritten commits that landed
+        there; with ``history``, those of the versions it replaced too."""
+        rows = self.store.evidence_at_line(
+            project, repo_id, origin.commit, origin.orig_path, origin.orig_line
+        )
+        found = (
+            []
+            if rows
+            else self._find_rewritten(
+                project, repo_id, blamer, rel, rev, [(origin, line, rev_line)]
+            )
+        )
+        earlier = (
+            earlier_versions(
+                self.store,
+                project,
+                repo_id,
+                blamer,
+                origin,
+                history,
+                lambda c: self._rewrites.change(blamer.repo, c),
+            )
+            if history
+            else []
+        )
+        lines_of: dict[Sha256Hash, list[int]] = {r.node.sha256: [line] for r in rows}
+        return _with_rewritten(repo_id, rows, lines_of, found, earlier, line)
+
+    def _find_rewritten(
+        self,
+        project: ProjectId,
+        repo_id: RepoId,
+        blamer: Blamer,
+        rel: str,
+        rev: CommitSha,
+        missed: Sequence[tuple[BlameLine, int, int]],
+    ) -> list[Found]:
+        """``missed``: (origin, line as the caller numbers it, line at ``rev``)."""
+        if not missed:
+            return []
+        hashes = self._hashes_at(blamer, rel, rev)
+        if hashes is None:
+            return []
+        by_line, counts = hashes
+        misses = [
+            Miss(origin, line, by_line[at - 1] if 1 <= at <= len(by_line) else None)
+            for origin, line, at in missed
+        ]
+        return self._rewrites.find(project, repo_id, blamer.repo, rev, misses, counts)
+
+    def _hashes_at(
+        self, blamer: Blamer, rel: str, rev: CommitSha
+    ) -> tuple[list[int | None], Counter[int | None]] | None:
+        """The text hash of each line of ``rel`` at ``rev``, and how often each occurs."""
+        key = (str(blamer.repo.root), rel, rev)
+        with self._lock:
+            hit = self._line_hashes.get(key)
+        if hit is None:
+            try:
+                data = blamer.head_blob(rel, rev)
+            except GitError:
+                return None
+            by_line = file_hashes(data)
+            hit = (by_line, Counter(by_line))
+            with self._lock:
+                self._line_hashes[key] = hit
+        return hit
 
     def _by_git_literal(self, req: ByGitRequest, project: ProjectId) -> LookupResult:
         assert req.commit_sha is not None
@@ -427,7 +546,9 @@ class LookupService:
             memories.append(Memory(n, citation, (citation,) if citation else (), parents))
         return LookupResult(req.git_repo, tuple(memories))
 
-    def for_document(self, project: ProjectId, repo_id: RepoId, blame: Blame) -> DocumentMemories:
+    def for_document(
+        self, project: ProjectId, repo_id: RepoId, blame: Blame, blamer: Blamer
+    ) -> DocumentMemories:
         """Every memory of a blamed file, by current line: one store query for the anchors
         (and commits) over what blame says the lines came from; no node text is read."""
         index = origin_index(blame.lines)
@@ -447,11 +568,46 @@ class LookupService:
                 )
             for line in lines:
                 by_line.setdefault(line, []).append(memory)
+        missed = [(o, o.line, o.line) for o in blame.lines if o.line not in by_line]
+        for f in self._find_rewritten(project, repo_id, blamer, blame.path, blame.rev, missed):
+            memory = LineMemory(f.evidence.node.sha256, citation_of(f.evidence))
+            for line in f.lines:
+                by_line.setdefault(line, []).append(memory)
         return DocumentMemories(
             repo_id,
             blame.path,
             {k: tuple(dict.fromkeys(v)) for k, v in sorted(by_line.items())},
         )
+
+
+def _with_rewritten(
+    repo_id: RepoId,
+    rows: Sequence[Evidence],
+    lines_of: dict[Sha256Hash, list[int]],
+    found: Sequence[Found],
+    earlier: Sequence[tuple[Evidence, Earlier]] = (),
+    line: int | None = None,
+) -> LookupResult:
+    """Evidence found at the lines' origins, plus that of rewritten commits (marked as
+    landed) and of earlier versions of ``line`` (marked as such); a node found directly is
+    shown as found directly."""
+    direct = {r.node.sha256 for r in rows}
+    every = list(rows)
+    lines = {sha: list(hits) for sha, hits in lines_of.items()}
+    for f in found:
+        every.append(f.evidence)
+        lines.setdefault(f.evidence.node.sha256, []).extend(f.lines)
+    landed = {sha: how for sha, how in landed_nodes(found).items() if sha not in direct}
+    earlier_of: dict[Sha256Hash, Earlier] = {}
+    for row, about in earlier:
+        sha = row.node.sha256
+        if sha in direct or sha in landed:
+            continue
+        every.append(row)
+        earlier_of.setdefault(sha, about)
+        if line is not None:
+            lines.setdefault(sha, []).append(line)
+    return assemble(repo_id, every, lines, landed, earlier_of)
 
 
 def _drop_where(cache: MutableMapping[_K, Any], doomed: Callable[[_K], bool]) -> int:

@@ -63,11 +63,13 @@ class _Section(BaseModel):
 
 
 class HoverConfig(_Section):
-    """``hover.*``: whether hovers are shown, how long an excerpt is, which markup."""
+    """``hover.*``: whether hovers are shown, how long an excerpt is, which markup, and how
+    many earlier versions of the line to show memories of (``history``: 0, off by default)."""
 
     enabled: bool = True
     excerpt_length: Annotated[int, Field(ge=40, le=20_000)] = 400
     markup: Markup = "auto"
+    history: Annotated[int, Field(ge=0, le=10)] = 0
 
 
 class CodeLensConfig(_Section):

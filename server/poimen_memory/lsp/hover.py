@@ -72,6 +72,7 @@ async def hover(ls: PoimenServer, params: types.HoverParams) -> types.Hover | No
             ls.project(),
             limits.max_file_bytes,
             limits.max_file_lines,
+            config.hover.history,
         ),
         unreachable=types.Hover(contents=_content(UNREACHABLE, markdown=False)),
     )

@@ -1,0 +1,244 @@
+"""Memories of rewritten commits: a line whose blame origin S carries no anchor may have been
+recorded on a commit that HEAD's history no longer contains, whose change landed as S (rebase,
+cherry-pick, amend, fixup, squash merge, force-pushed rewrite).
+
+Precision comes first. An anchor of a commit O is shown on a line of S only when
+- O is not S, is not an ancestor of HEAD (its lines show where blame puts them), and is no
+  newer than S;
+- and either S's change is O's change (same patch id) and the line sits at the same place in
+  it, with the same text ("same-change");
+- or the line's text (whitespace ignored, at least 3 characters) occurs once in S's change,
+  once in the file, and among the candidate anchors at exactly one place ("squash").
+
+A miss costs one indexed query (anchors by line-text hash, and the aliases known for S); only
+when that finds candidates does git run: one process for S's change, and one per candidate
+commit to tell whether it is still an ancestor of HEAD (both remembered). What is found is
+stored as a commit alias (old -> new), shared by everyone using the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from cachetools import LRUCache
+
+from poimen_memory.domain import CommitSha, ProjectId, RepoId, Sha256Hash
+from poimen_memory.errors import StoreUnavailable
+from poimen_memory.gitio import BlameLine, GitError, GitRepo
+from poimen_memory.gitio.history import Change, ancestors_of, changes, line_hash
+from poimen_memory.lookup.results import How, Landed
+from poimen_memory.store import Alias, Candidate, Evidence, Store
+from poimen_memory.store.connector import StoreRejected
+
+__all__ = ["Found", "Miss", "Rewrites", "file_hashes"]
+
+log = logging.getLogger(__name__)
+
+# At most this many landing commits are examined per lookup (a lens over a file of many
+# commits): each may cost a git process the first time.
+MAX_LANDING = 16
+# Changes and ancestry answers remembered, per repository and commit.
+CHANGES = 64
+ANCESTRY = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """A line whose origin carries no anchor: its origin, its line as the caller numbers it,
+    and the hash of its text."""
+
+    origin: BlameLine
+    line: int
+    text_hash: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Evidence of a rewritten commit, how it landed, and the caller's lines it is shown on."""
+
+    evidence: Evidence
+    landed: Landed
+    lines: tuple[int, ...]
+
+
+def file_hashes(data: bytes) -> list[int | None]:
+    """The text hash of every line of a file (index i: line i + 1)."""
+    return [line_hash(line) for line in data.split(b"\n")]
+
+
+class Rewrites:
+    """Finds the anchors of rewritten commits for lines that have none at their origin."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._changes: LRUCache[tuple[str, CommitSha], Change | None] = LRUCache(CHANGES)
+        self._ancestry: LRUCache[tuple[str, CommitSha, CommitSha], bool] = LRUCache(ANCESTRY)
+
+    def find(
+        self,
+        project: ProjectId,
+        repo_id: RepoId,
+        repo: GitRepo,
+        head: CommitSha,
+        misses: Sequence[Miss],
+        file_counts: Counter[int | None],
+    ) -> list[Found]:
+        """What the rewritten commits say of ``misses``; ``file_counts`` counts the text
+        hashes of the file's lines at HEAD (text seen twice there is never matched on text)."""
+        hashes = {m.text_hash for m in misses if m.text_hash is not None}
+        if not hashes:
+            return []
+        landing = list(dict.fromkeys(m.origin.commit for m in misses))
+        candidates, aliases = self.store.rewrite_candidates(
+            project, repo_id, hashes, landing, landing
+        )
+        if not candidates:
+            return []
+        by_landing: dict[CommitSha, list[Miss]] = defaultdict(list)
+        for m in misses:
+            if m.text_hash is not None:
+                by_landing[m.origin.commit].append(m)
+        known = {(a.old, a.new) for a in aliases}
+        # (candidate, landed) -> lines
+        chosen: dict[tuple[Candidate, Landed], list[int]] = defaultdict(list)
+        for s, group in list(by_landing.items())[:MAX_LANDING]:
+            change = self.change(repo, s)
+            if change is None or not change.complete:
+                continue
+            older = [c for c in candidates if c.author_date.timestamp() <= change.committer_time]
+            for miss in group:
+                for candidate, how in _match(miss, change, older, file_counts):
+                    chosen[(candidate, Landed(candidate.commit, s, how))].append(miss.line)
+        if not chosen:
+            return []
+        gone = self._not_in_history(repo, head, {landed.recorded for _, landed in chosen})
+        chosen = {k: v for k, v in chosen.items() if k[1].recorded in gone}
+        if not chosen:
+            return []
+        rows = self.store.evidence_of(project, repo_id, [c for c, _ in chosen])
+        by_place = {
+            (
+                r.node.sha256,
+                r.anchor.commit,
+                r.anchor.file,
+                r.anchor.line_start,
+                r.anchor.line_end,
+            ): r
+            for r in rows
+        }
+        found: list[Found] = []
+        for (c, landed), lines in chosen.items():
+            row = by_place.get((c.node, c.commit, c.file, c.line_start, c.line_end))
+            if row is not None:
+                found.append(Found(row, landed, tuple(sorted(set(lines)))))
+        new = {
+            Alias(f.landed.recorded, f.landed.landed, f.landed.how)
+            for f in found
+            if (f.landed.recorded, f.landed.landed) not in known
+        }
+        self._remember(project, repo_id, sorted(new, key=lambda a: (a.new.value, a.old.value)))
+        return found
+
+    def change(self, repo: GitRepo, commit: CommitSha) -> Change | None:
+        """What ``commit`` changed (first parent), remembered; None when git cannot say."""
+        key = (str(repo.root), commit)
+        with self._lock:
+            if key in self._changes:
+                return self._changes[key]
+        try:
+            found = changes(repo, [commit]).get(commit)
+        except GitError as exc:
+            log.debug("no change read for %s: %s", commit.short(), exc)
+            found = None
+        with self._lock:
+            self._changes[key] = found
+        return found
+
+    def _not_in_history(
+        self, repo: GitRepo, head: CommitSha, commits: Iterable[CommitSha]
+    ) -> set[CommitSha]:
+        """Which of ``commits`` HEAD's history does not contain (remembered per HEAD)."""
+        root = str(repo.root)
+        answers: dict[CommitSha, bool] = {}
+        unknown: list[CommitSha] = []
+        with self._lock:
+            for c in commits:
+                hit = self._ancestry.get((root, head, c))
+                if hit is None:
+                    unknown.append(c)
+                else:
+                    answers[c] = hit
+        if unknown:
+            try:
+                inside = ancestors_of(repo, unknown, head)
+            except GitError as exc:
+                log.debug("ancestry not known: %s", exc)
+                return {c for c, ancestor in answers.items() if not ancestor}
+            with self._lock:
+                for c in unknown:
+                    answers[c] = self._ancestry[(root, head, c)] = c in inside
+        return {c for c, ancestor in answers.items() if not ancestor}
+
+    def _remember(self, project: ProjectId, repo_id: RepoId, aliases: list[Alias]) -> None:
+        try:
+            self.store.record_aliases(project, repo_id, aliases)
+        except (StoreUnavailable, StoreRejected) as exc:
+            log.debug("aliases not stored: %s", exc)
+
+
+def _match(
+    miss: Miss, change: Change, candidates: Sequence[Candidate], file_counts: Counter[int | None]
+) -> list[tuple[Candidate, How]]:
+    """The candidate anchors ``miss``'s line may show, and how its change landed."""
+    origin = miss.origin
+    file_change = change.files.get(origin.orig_path)
+    if file_change is None:
+        return []
+    h = file_change.hash_at(origin.orig_line)
+    k = file_change.ordinal(origin.orig_line)
+    if h is None or k is None or h != miss.text_hash:
+        return []
+    # The same change under a new id: the same place in it, with the same text.
+    if change.patch_id is not None:
+        same = [
+            c
+            for c in candidates
+            if c.patch_id == change.patch_id
+            and c.file == file_change.path
+            and c.added_from is not None
+            and c.added_from <= k <= c.added_from + (c.line_end - c.line_start)
+            and _hash_in(c, k - c.added_from) == h
+        ]
+        if same:
+            return [(c, "same-change") for c in same]
+    # Inside a larger or edited change: text seen once in the change, once in the file, and at
+    # one place among the candidates.
+    if change.hash_count(h) != 1 or file_counts.get(h, 0) != 1:
+        return []
+    places: dict[tuple[CommitSha, str, int], list[Candidate]] = defaultdict(list)
+    for c in candidates:
+        for i, known in enumerate(c.line_hashes):
+            if known == h:
+                places[(c.commit, c.file, c.line_start + i)].append(c)
+    if len(places) != 1:
+        return []
+    (only,) = places.values()
+    return [(c, "squash") for c in only]
+
+
+def _hash_in(candidate: Candidate, index: int) -> int | None:
+    hashes = candidate.line_hashes
+    return hashes[index] if 0 <= index < len(hashes) else None
+
+
+def landed_nodes(found: Iterable[Found]) -> dict[Sha256Hash, Landed]:
+    """node -> how it landed (the first found for it)."""
+    out: dict[Sha256Hash, Landed] = {}
+    for f in found:
+        out.setdefault(f.evidence.node.sha256, f.landed)
+    return out
