@@ -103,3 +103,67 @@ def kong_repo(root: Path, remote: str | None = "git@github.com:org/poimen.git") 
     repo.write("README.md", "kong\n")
     repo.commit("unrelated", "Add README", CAROL)
     return repo
+
+
+def git_as(repo: FixtureRepo, who: tuple[str, str], *args: str, authored: bool = False) -> str:
+    """Run a git command that writes commits (rebase, cherry-pick, amend, merge, revert) as
+    committer ``who`` at the repository's next clock tick, with no editor. Rewritten commits
+    keep their author dates, as git keeps them; ``authored``: new commits are authored by
+    ``who`` at that tick too."""
+    repo.clock += 3600
+    stamp = f"@{repo.clock} +0000"
+    env = {
+        "GIT_COMMITTER_NAME": who[0],
+        "GIT_COMMITTER_EMAIL": who[1],
+        "GIT_COMMITTER_DATE": stamp,
+        "GIT_EDITOR": "true",
+        "GIT_SEQUENCE_EDITOR": "true",
+    }
+    if authored:
+        env |= {"GIT_AUTHOR_NAME": who[0], "GIT_AUTHOR_EMAIL": who[1], "GIT_AUTHOR_DATE": stamp}
+    return repo.git(*args, env=env)
+
+
+def clone(url: str, root: Path) -> FixtureRepo:
+    """A clone of ``url`` at ``root``, set up like FixtureRepo.create."""
+    done = subprocess.run(
+        ["git", "clone", "-q", url, str(root)],
+        env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"git clone {url} failed: {done.stderr}")
+    repo = FixtureRepo(root)
+    repo.git("config", "user.name", "Fixture")
+    repo.git("config", "user.email", "fixture@test")
+    repo.git("config", "commit.gpgsign", "false")
+    return repo
+
+
+def forget_unreachable(repo: FixtureRepo) -> None:
+    """Drop every commit no branch or tag reaches: reflogs expired, then gc --prune=now."""
+    (repo.root / ".git" / "ORIG_HEAD").unlink(missing_ok=True)
+    repo.git("reflog", "expire", "--expire=now", "--all")
+    repo.git("gc", "-q", "--prune=now")
+
+
+def has_commit(repo: FixtureRepo, sha: str) -> bool:
+    """Whether the repository still holds commit ``sha``."""
+    try:
+        repo.git("cat-file", "-e", f"{sha}^{{commit}}")
+    except AssertionError:
+        return False
+    return True
+
+
+def blame_at_head(repo: FixtureRepo, path: str) -> dict[int, str]:
+    """HEAD line -> the commit `git blame --root` attributes it to (no -M/-C, as lookups)."""
+    out = repo.git("blame", "--porcelain", "--root", "HEAD", "--", path)
+    commits: dict[int, str] = {}
+    for row in out.splitlines():
+        parts = row.split(" ")
+        if not row.startswith("\t") and len(parts) in (3, 4) and len(parts[0]) == 40:
+            commits[int(parts[2])] = parts[0]
+    return commits

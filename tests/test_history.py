@@ -1,0 +1,874 @@
+"""Issue 14 acceptance: memories survive real history.
+
+Each test builds a small repository whose history goes through one real workflow (merge,
+squash merge, rebase, cherry-pick, amend, fixup, force push, rename, revert, Agent Trace
+hooks), records memories with the real `mem ingest` while the agent's commit is checked out,
+then hovers every line of every file at HEAD through the lookup service. Each asserts both
+sides: the memory shows on exactly the lines its change produced, and on no other line of any
+file. A memory found through a rewritten commit carries
+``"landed": {"recorded_commit", "landed_commit", "how"}``; one found normally has no such key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from poimen_memory.domain import ProjectId
+from poimen_memory.lookup import ByCommitRequest, ByGitRequest, LookupService, build_service
+from poimen_memory.store import Store
+
+from .gitrepo import (
+    ALICE,
+    BOB,
+    CAROL,
+    FixtureRepo,
+    blame_at_head,
+    clone,
+    forget_unreachable,
+    git_as,
+    has_commit,
+)
+
+APP = "src/app.rs"
+
+# file -> line -> node text -> the node's JSON, for every line of every file at HEAD.
+Seen = dict[str, dict[int, dict[str, dict[str, Any]]]]
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def base(tag: str, n: int = 20) -> list[str]:
+    """``n`` distinct lines of code, each unique in the repository."""
+    return [f"    let {tag}_{i} = stage({i});" for i in range(1, n + 1)]
+
+
+def put(repo: FixtureRepo, path: str, lines: list[str]) -> None:
+    repo.write(path, "".join(f"{line}\n" for line in lines))
+
+
+def insert(repo: FixtureRepo, path: str, after: int, new: list[str]) -> None:
+    """Insert ``new`` after line ``after`` (0: at the top)."""
+    lines = repo.lines(path)
+    put(repo, path, lines[:after] + new + lines[after:])
+
+
+def head_lines(repo: FixtureRepo, path: str) -> list[str]:
+    return repo.git("show", f"HEAD:{path}").splitlines()
+
+
+# -- memories ---------------------------------------------------------------------------------
+
+
+def memory(text: str, *anchors: dict[str, Any]) -> dict[str, Any]:
+    """An L0 node of generic JSONL with the given anchors."""
+    return {
+        "type": "node",
+        "level": "L0",
+        "query_id": "q-history",
+        "text": text,
+        "anchors": list(anchors),
+        "created_at": "2026-08-20T07:00:00Z",
+    }
+
+
+def at(file: str, first: int, last: int, commit: str | None = None) -> dict[str, Any]:
+    """An anchor on lines ``first``-``last``: at HEAD, or as they are in ``commit``."""
+    anchor: dict[str, Any] = {"file": file, "lines": [first, last]}
+    if commit is not None:
+        anchor["commit"] = commit
+    return anchor
+
+
+def stamp(clock: int) -> str:
+    return datetime.fromtimestamp(clock, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def trace(
+    revision: str, path: str, ranges: list[tuple[int, int]], transcript: str, clock: int
+) -> dict[str, Any]:
+    """An Agent Trace record as the spec's reference hook writes it (Claude Code)."""
+    return {
+        "version": "1.0",
+        "id": str(uuid.uuid4()),
+        "timestamp": stamp(clock),
+        "vcs": {"type": "git", "revision": revision},
+        "tool": {"name": "claude-code"},
+        "files": [
+            {
+                "path": path,
+                "conversations": [
+                    {
+                        "url": f"file:///home/dev/.claude/projects/app/{transcript}.jsonl",
+                        "contributor": {"type": "ai", "model_id": "anthropic/claude-sonnet-4"},
+                        "ranges": [{"start_line": a, "end_line": b} for a, b in ranges],
+                    }
+                ],
+            }
+        ],
+        "metadata": {"hook": "PostToolUse", "tool_name": "Edit"},
+    }
+
+
+# -- the scene: one repository, one project, the real CLI and the service ---------------------
+
+
+@dataclass
+class Scene:
+    repo: FixtureRepo
+    project: ProjectId
+    store: Store
+    env: dict[str, str]
+    tmp: Path
+    inputs: int = field(default=0)
+
+    def mem(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["mem", *args], env=self.env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    def ingest(
+        self, records: list[dict[str, Any]], fmt: str = "jsonl", repo: FixtureRepo | None = None
+    ) -> dict[str, Any]:
+        """`mem ingest --json` of ``records`` against ``repo`` (default: the scene's) at its
+        HEAD; the summary."""
+        self.inputs += 1
+        src = self.tmp / f"input-{self.inputs}.jsonl"
+        src.write_text("".join(json.dumps(r) + "\n" for r in records))
+        where = repo or self.repo
+        done = self.mem(
+            "ingest", str(src), "--repo", str(where.root), "--project", self.project.value,
+            "--format", fmt, "--json",
+        )  # fmt: skip
+        assert done.returncode == 0, f"mem ingest failed: {done.stderr}"
+        summary: dict[str, Any] = json.loads(done.stdout)
+        assert summary["skipped"] == [], summary
+        return summary
+
+    def service(self) -> LookupService:
+        return build_service(
+            self.store, [self.repo.root], self.project, cache_path=self.tmp / "lookup-cache.db"
+        )
+
+    def by_git(self, service: LookupService, **body: Any) -> dict[str, Any]:
+        return service.by_git(ByGitRequest.parse(body, self.project)).to_json()
+
+    def sweep(self) -> Seen:
+        """Hover every line of every file at HEAD: {file: {line: {L0 text: node}}}."""
+        service = self.service()
+        seen: Seen = {}
+        for path in self.repo.git("ls-tree", "-r", "--name-only", "HEAD").splitlines():
+            count = len(head_lines(self.repo, path))
+            self.by_git(service, file=path, line=0)  # one whole-file blame, then cached lines
+            seen[path] = {}
+            for line in range(1, count + 1):
+                body = self.by_git(service, file=path, line=line)
+                seen[path][line] = {n["text"]: n for n in body["nodes"] if n["level"] == "L0"}
+        return seen
+
+    def graph(self) -> str:
+        return self.repo.git("log", "--graph", "--oneline", "--all")
+
+    def expect(self, seen: Seen, marker: str, expected: dict[str, set[int]]) -> None:
+        """The memory whose text contains ``marker`` shows on exactly ``expected`` ({file:
+        lines}) and on nothing else."""
+        got = shown(seen, marker)
+        assert got == expected, (
+            f"{marker!r} shows on {got}, expected {expected}\n{self.graph()}\n{self.blame_table()}"
+        )
+
+    def blame_table(self) -> str:
+        rows = []
+        for path in self.repo.git("ls-tree", "-r", "--name-only", "HEAD").splitlines():
+            blame = blame_at_head(self.repo, path)
+            text = head_lines(self.repo, path)
+            rows += [f"{path}:{n} {blame[n][:7]} {text[n - 1]}" for n in sorted(blame)]
+        return "\n".join(rows)
+
+    def lines_from(self, path: str, commit: str) -> set[int]:
+        """HEAD lines of ``path`` that `git blame` attributes to ``commit``."""
+        return {n for n, c in blame_at_head(self.repo, path).items() if c == commit}
+
+
+def shown(seen: Seen, marker: str) -> dict[str, set[int]]:
+    """{file: lines} where the L0 node whose text contains ``marker`` shows (files without
+    any left out)."""
+    out: dict[str, set[int]] = {}
+    for path, lines in seen.items():
+        hits = {n for n, nodes in lines.items() if any(marker in t for t in nodes)}
+        if hits:
+            out[path] = hits
+    return out
+
+
+def nodes_of(seen: Seen, marker: str) -> list[dict[str, Any]]:
+    """Every hover's node whose text contains ``marker``."""
+    return [
+        node
+        for lines in seen.values()
+        for nodes in lines.values()
+        for text, node in nodes.items()
+        if marker in text
+    ]
+
+
+def expect_landed(seen: Seen, marker: str, recorded: str, landed: str, how: str) -> None:
+    """Every hover showing the memory says where it was recorded and where it landed."""
+    found = nodes_of(seen, marker)
+    assert found
+    for node in found:
+        assert node.get("landed") == {
+            "recorded_commit": recorded,
+            "landed_commit": landed,
+            "how": how,
+        }, node
+        # The citation keeps its meaning: the commit the memory was recorded on.
+        assert node["git_commit"]["sha"] == recorded
+        assert node["git_context"]["commit_sha"] == recorded
+
+
+def expect_found_normally(seen: Seen, marker: str) -> None:
+    """Every hover showing the memory found it at its own origin: no ``landed`` key."""
+    found = nodes_of(seen, marker)
+    assert found
+    for node in found:
+        assert "landed" not in node, node
+
+
+def texts_at(repo: FixtureRepo, path: str, lines: set[int]) -> list[str]:
+    at_head = head_lines(repo, path)
+    return [at_head[n - 1] for n in sorted(lines)]
+
+
+def on_main(repo: FixtureRepo) -> None:
+    repo.git("checkout", "-q", "main")
+
+
+def is_ancestor(repo: FixtureRepo, commit: str, of: str) -> bool:
+    try:
+        repo.git("merge-base", "--is-ancestor", commit, of)
+    except AssertionError:
+        return False
+    return True
+
+
+@pytest.fixture
+def scene(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    store: Store,
+    store_dsn: str,
+    project: ProjectId,
+) -> Scene:
+    name = request.node.name.replace("_", "-")  # a repository identity of its own
+    repo = FixtureRepo.create(tmp_path / "repo", f"git@github.com:org/{name}.git")
+    env = {
+        **os.environ,
+        "POIMEN_DSN": store_dsn,
+        "POIMEN_CACHE_DIR": str(tmp_path / "cache"),
+        "POIMEN_CONFIG": str(tmp_path / "none.toml"),
+    }
+    return Scene(repo, project, store, env, tmp_path)
+
+
+# -- merges -----------------------------------------------------------------------------------
+
+
+def test_h01_merge_keeps_memories(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("m"))
+    repo.commit("initial", "Initial app", CAROL)
+    repo.git("checkout", "-q", "-b", "feature")
+    agent = [
+        "    let quota = limits.quota();",
+        "    check_quota(quota)?;",
+        "    audit_quota(quota);",
+    ]
+    insert(repo, APP, 12, agent)
+    b = repo.commit("B", "Check the quota", ALICE)
+    scene.ingest([memory("Quota is checked before the upload.", at(APP, 13, 15))])
+    on_main(repo)
+    insert(repo, APP, 0, ["// app: uploads", "use crate::limits;"])
+    repo.commit("main", "Document the module", BOB)
+    git_as(repo, BOB, "merge", "-q", "--no-ff", "-m", "Merge feature", "feature", authored=True)
+
+    hits = {15, 16, 17}
+    assert texts_at(repo, APP, hits) == agent
+    assert scene.lines_from(APP, b) == hits
+    seen = scene.sweep()
+    scene.expect(seen, "Quota is checked before the upload.", {APP: hits})
+    expect_found_normally(seen, "Quota is checked before the upload.")
+
+
+def _squash_scene(scene: Scene) -> tuple[str, str, str]:
+    """Two agent commits on a branch, squash-merged into a main that moved; the branch deleted
+    and its commits pruned. (B1, B2, S)."""
+    repo = scene.repo
+    initial = base("s")
+    initial[9] = '        audit("checkpoint");'  # B1 adds this text again
+    put(repo, APP, initial)
+    repo.commit("initial", "Initial app", CAROL)
+    repo.git("checkout", "-q", "-b", "feature")
+    insert(repo, APP, 12, [
+        "    let total = sum(items);",
+        "    if total > LIMIT {",
+        '        audit("checkpoint");',
+        "        return Err(Overflow);",
+        "    }",
+        "    let report = render(total);",
+    ])  # fmt: skip
+    b1 = repo.commit("B1", "Refuse totals over the limit", ALICE)
+    scene.ingest([memory("Totals over LIMIT are refused.", at(APP, 13, 18))])
+    repo.set_line(APP, 16, "        return Err(Overflow::new(total));")
+    insert(repo, APP, 18, ["    publish(report);", "    archive(report, total);"])
+    b2 = repo.commit("B2", "Publish and archive the report", ALICE)
+    scene.ingest(
+        [memory("Reports are published, then archived.", at(APP, 16, 16), at(APP, 19, 20))]
+    )
+    on_main(repo)
+    insert(repo, APP, 0, ["// app", "use crate::report;", "use crate::limits::LIMIT;"])
+    repo.commit("main", "Imports", BOB)
+    repo.git("merge", "--squash", "feature")
+    s = repo.commit("S", "Totals and reports (#12)", BOB)
+    repo.git("branch", "-D", "feature")
+    forget_unreachable(repo)
+    assert not has_commit(repo, b1)
+    assert not has_commit(repo, b2)
+    return b1, b2, s
+
+
+def test_h02_squash_merge_lands_memories(scene: Scene) -> None:
+    b1, b2, s = _squash_scene(scene)
+    repo = scene.repo
+    # At HEAD: 16 total, 17 if, 18 audit (also line 13), 19 return (B2's text), 20 "}",
+    # 21 report, 22 publish, 23 archive; all from S.
+    assert scene.lines_from(APP, s) == set(range(16, 24))
+    assert texts_at(repo, APP, {13, 18}) == ['        audit("checkpoint");'] * 2
+    assert texts_at(repo, APP, {19, 20}) == ["        return Err(Overflow::new(total));", "    }"]
+    seen = scene.sweep()
+    # Not 18 (its text is also line 13), 19 (B2 rewrote it) nor 20 ("}" is too short to match).
+    scene.expect(seen, "Totals over LIMIT are refused.", {APP: {16, 17, 21}})
+    scene.expect(seen, "Reports are published, then archived.", {APP: {19, 22, 23}})
+    expect_landed(seen, "Totals over LIMIT are refused.", b1, s, "squash")
+    expect_landed(seen, "Reports are published, then archived.", b2, s, "squash")
+
+    # End to end: the real `mem by-git --json` says the same, `landed` included.
+    done = scene.mem(
+        "by-git", f"{APP}:16", "--repo", str(repo.root), "--project", scene.project.value,
+        "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    evidence = [n for n in body["nodes"] if n["level"] == "L0"]
+    assert [n["text"] for n in evidence] == ["Totals over LIMIT are refused."], body
+    assert evidence[0]["landed"] == {"recorded_commit": b1, "landed_commit": s, "how": "squash"}
+    assert evidence[0]["git_commit"]["sha"] == b1
+    assert body == scene.by_git(scene.service(), file=APP, line=16)
+
+
+# -- rebases and cherry-picks -----------------------------------------------------------------
+
+
+def test_h03_rebase_onto_moved_main(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("r", 24))
+    repo.commit("initial", "Initial app", CAROL)
+    repo.git("checkout", "-q", "-b", "feature")
+    agent = [
+        "    let deadline = now() + ttl;",
+        "    if expired(deadline) {",
+        "        retry_later();",
+    ]
+    insert(repo, APP, 16, agent)
+    b = repo.commit("B", "Retry expired work later", ALICE)
+    scene.ingest([memory("Expired work is retried later.", at(APP, 17, 19))])
+    on_main(repo)
+    insert(repo, APP, 2, ["// one", "// two", "// three", "// four"])
+    repo.set_line(APP, 10, "    let r_6 = stage(6) * 2;")
+    repo.commit("main", "Main moves on", BOB)
+    repo.git("checkout", "-q", "feature")
+    git_as(repo, ALICE, "rebase", "-q", "main")
+    b2 = repo.git("rev-parse", "HEAD").strip()
+    on_main(repo)
+    repo.git("merge", "-q", "--ff-only", "feature")
+    assert not is_ancestor(repo, b, "HEAD")
+
+    hits = {21, 22, 23}
+    assert texts_at(repo, APP, hits) == agent
+    assert scene.lines_from(APP, b2) == hits
+    seen = scene.sweep()
+    scene.expect(seen, "Expired work is retried later.", {APP: hits})
+    expect_landed(seen, "Expired work is retried later.", b, b2, "same-change")
+
+
+def test_h04_rebase_conflict_resolved_by_hand(scene: Scene) -> None:
+    repo = scene.repo
+    lines = base("c")
+    lines[9] = "    let timeout = 30;"
+    put(repo, APP, lines)
+    repo.commit("initial", "Initial app", CAROL)
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.set_line(APP, 10, "    let timeout = 60;")
+    agent = [
+        "    let client = Client::new(timeout);",
+        "    client.warm_up()?;",
+        "    pool.add(client);",
+    ]
+    insert(repo, APP, 10, agent)
+    b = repo.commit("B", "Pool warmed-up clients", ALICE)
+    scene.ingest([memory("Clients are warmed up before pooling.", at(APP, 10, 13))])
+    on_main(repo)
+    repo.set_line(APP, 10, "    let timeout = 45;")
+    repo.commit("main", "Timeout 45", BOB)
+    repo.git("checkout", "-q", "feature")
+    with pytest.raises(AssertionError, match="rebase"):
+        git_as(repo, ALICE, "rebase", "-q", "main")
+    resolved = [*lines[:9], "    let timeout = 90; // agreed with ops", *agent, *lines[10:]]
+    put(repo, APP, resolved)
+    repo.git("add", APP)
+    git_as(repo, ALICE, "rebase", "--continue")
+    b2 = repo.git("rev-parse", "HEAD").strip()
+    on_main(repo)
+    repo.git("merge", "-q", "--ff-only", "feature")
+
+    assert scene.lines_from(APP, b2) == {10, 11, 12, 13}
+    assert texts_at(repo, APP, {11, 12, 13}) == agent
+    seen = scene.sweep()
+    # Line 10 is the hand-resolved line: its text is not B's, so it never shows B's memory.
+    scene.expect(seen, "Clients are warmed up before pooling.", {APP: {11, 12, 13}})
+    expect_landed(seen, "Clients are warmed up before pooling.", b, b2, "squash")
+
+
+def test_h05_cherry_pick_onto_the_new_main(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("p"))
+    initial = repo.commit("initial", "Initial app", CAROL)
+    repo.git("checkout", "-q", "-b", "experiment")
+    agent = [
+        "    let cache = Cache::with_capacity(64);",
+        "    cache.preload(&keys);",
+        "    serve(cache)",
+    ]
+    insert(repo, APP, 14, agent)
+    b = repo.commit("B", "Preload the cache", ALICE)
+    scene.ingest([memory("The cache is preloaded with the hot keys.", at(APP, 15, 17))])
+    repo.git("checkout", "-q", "-b", "release", initial)
+    insert(repo, APP, 1, ["// release 2", "// stable"])
+    repo.commit("R1", "Release notes", BOB)
+    git_as(repo, BOB, "cherry-pick", b)
+    picked = repo.git("rev-parse", "HEAD").strip()
+    repo.git("branch", "-f", "main", "release")
+    on_main(repo)
+    # The experiment branch still exists: B is in the repository, not in HEAD's history.
+    assert has_commit(repo, b)
+    assert repo.git("branch", "--contains", b).split() == ["experiment"]
+
+    hits = {17, 18, 19}
+    assert texts_at(repo, APP, hits) == agent
+    assert scene.lines_from(APP, picked) == hits
+    seen = scene.sweep()
+    scene.expect(seen, "The cache is preloaded with the hot keys.", {APP: hits})
+    expect_landed(seen, "The cache is preloaded with the hot keys.", b, picked, "same-change")
+
+
+def test_h05b_backport_newer_than_the_landed_commit_is_not_matched(scene: Scene) -> None:
+    # S lands on main; later the same change is applied again by hand on an old release
+    # branch (P, authored and committed after S) and a memory is recorded there. S is not
+    # newer than P, so S's lines (no anchor of their own) never show it.
+    repo = scene.repo
+    put(repo, APP, base("q"))
+    initial = repo.commit("initial", "Initial app", CAROL)
+    lease = ["    let lease = acquire_lease()?;", "    lease.renew_every(30);"]
+    insert(repo, APP, 8, lease)
+    s = repo.commit("S", "Renew the lease", ALICE)
+    repo.git("checkout", "-q", "-b", "release-1", initial)
+    insert(repo, APP, 8, lease)
+    p = repo.commit("P", "Backport: renew the lease", BOB)
+    scene.ingest([memory("Backport: the lease is renewed every 30s.", at(APP, 9, 10))])
+    on_main(repo)
+
+    assert scene.lines_from(APP, s) == {9, 10}
+    assert not is_ancestor(repo, p, "HEAD")
+    seen = scene.sweep()
+    scene.expect(seen, "Backport: the lease is renewed every 30s.", {})
+
+
+# -- amend, fixup, force push -----------------------------------------------------------------
+
+
+def test_h06_amend_that_edits_an_anchored_line(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("a"))
+    repo.commit("initial", "Initial app", CAROL)
+    agent = [
+        "    let span = tracer.start(name);",
+        '    span.tag("tenant", tenant);',
+        '    span.tag("region", REGION);',
+        "    span.finish();",
+    ]
+    insert(repo, APP, 8, agent)
+    a = repo.commit("A", "Trace the handler", ALICE)
+    scene.ingest([memory("The handler is traced per tenant.", at(APP, 9, 12))])
+    repo.set_line(APP, 11, '    span.tag("zone", zone_of(tenant));')
+    git_as(repo, ALICE, "commit", "-q", "-a", "--amend", "--no-edit")
+    amended = repo.git("rev-parse", "HEAD").strip()
+    assert amended != a
+
+    assert scene.lines_from(APP, amended) == {9, 10, 11, 12}
+    seen = scene.sweep()
+    scene.expect(seen, "The handler is traced per tenant.", {APP: {9, 10, 12}})
+    expect_landed(seen, "The handler is traced per tenant.", a, amended, "squash")
+
+
+def test_h07_fixup_and_autosquash(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("f"))
+    repo.commit("initial", "Initial app", CAROL)
+    repo.git("checkout", "-q", "-b", "feature")
+    agent = [
+        "    let batch = queue.drain(128);",
+        "    let sent = transport.send(&batch)?;",
+        "    metrics.sent(sent);",
+        "    queue.ack(&batch);",
+    ]
+    insert(repo, APP, 8, agent)
+    a = repo.commit("A", "Send in batches", ALICE)
+    scene.ingest([memory("Work is sent in batches of 128.", at(APP, 9, 12))])
+    repo.set_line(APP, 10, "    let sent = transport.send_all(&batch).await?;")
+    insert(repo, APP, 12, ["    queue.compact();"])
+    f = repo.commit("F", "fixup! Send in batches", ALICE)
+    scene.ingest([memory("send_all awaits every batch.", at(APP, 10, 10), at(APP, 13, 13))])
+    git_as(repo, ALICE, "rebase", "-q", "-i", "--autosquash", "main")
+    squashed = repo.git("rev-parse", "HEAD").strip()
+    assert repo.git("rev-list", "--count", "main..feature").strip() == "1"
+    on_main(repo)
+    repo.git("merge", "-q", "--ff-only", "feature")
+
+    assert scene.lines_from(APP, squashed) == {9, 10, 11, 12, 13}
+    seen = scene.sweep()
+    scene.expect(seen, "Work is sent in batches of 128.", {APP: {9, 11, 12}})
+    scene.expect(seen, "send_all awaits every batch.", {APP: {10, 13}})
+    expect_landed(seen, "Work is sent in batches of 128.", a, squashed, "squash")
+    expect_landed(seen, "send_all awaits every batch.", f, squashed, "squash")
+
+
+def test_h08_force_pushed_rewrite(scene: Scene) -> None:
+    bare = scene.tmp / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    dev = FixtureRepo.create(scene.tmp / "dev", str(bare))
+    put(dev, APP, base("w"))
+    dev.commit("initial", "Initial app", CAROL)
+    dev.git("push", "-q", "origin", "main")
+    consumer = clone(str(bare), scene.tmp / "consumer")
+    scene.repo = consumer
+
+    dev.git("checkout", "-q", "-b", "feature")
+    agent = [
+        "    let sig = sign(&payload, &key);",
+        "    headers.insert(SIG, sig);",
+        "    verify_later(sig);",
+    ]
+    insert(dev, APP, 12, agent)
+    b = dev.commit("B", "Sign payloads", ALICE)
+    dev.git("push", "-q", "-u", "origin", "feature")
+    summary = scene.ingest(
+        [memory("Payloads are signed with the team key.", at(APP, 13, 15))], repo=dev
+    )
+    consumer.git("fetch", "-q", "origin")
+    consumer.git("checkout", "-q", "-b", "feature", "origin/feature")
+    assert has_commit(consumer, b)
+
+    # The author rebases onto a main that moved, rewords, and force-pushes.
+    on_main(dev)
+    insert(dev, APP, 0, ["// signing", "use crate::keys;"])
+    dev.commit("main", "Signing imports", BOB)
+    dev.git("push", "-q", "origin", "main")
+    dev.git("checkout", "-q", "feature")
+    git_as(dev, ALICE, "rebase", "-q", "main")
+    git_as(dev, ALICE, "commit", "-q", "--amend", "-m", "Sign every payload")
+    rewritten = dev.git("rev-parse", "HEAD").strip()
+    dev.git("push", "-q", "--force", "origin", "feature")
+    on_main(dev)
+    dev.git("merge", "-q", "--ff-only", "feature")
+    dev.git("push", "-q", "origin", "main", ":feature")
+
+    # The consumer follows: fetch with prune, main at the remote's, the old commit gone.
+    consumer.git("fetch", "-q", "--prune", "origin")
+    consumer.git("checkout", "-q", "-B", "main", "origin/main")
+    consumer.git("branch", "-D", "feature")
+    forget_unreachable(consumer)
+    assert not has_commit(consumer, b)
+    service = scene.service()
+    assert [r.value for r in service.checkouts.identities()] == [summary["repo"]]
+
+    hits = {15, 16, 17}
+    assert texts_at(consumer, APP, hits) == agent
+    assert scene.lines_from(APP, rewritten) == hits
+    seen = scene.sweep()
+    scene.expect(seen, "Payloads are signed with the team key.", {APP: hits})
+    expect_landed(seen, "Payloads are signed with the team key.", b, rewritten, "same-change")
+
+
+# -- rename, revert, two branches -------------------------------------------------------------
+
+
+def test_h09_rename_then_squash(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, "src/util.rs", base("u"))
+    put(repo, "src/main.rs", ["mod util;", "fn main() { util::run(); }"])
+    repo.commit("initial", "Initial app", CAROL)
+    repo.git("checkout", "-q", "-b", "feature")
+    agent = ["    let parsed = parse_flags(args);", "    validate(&parsed)?;", "    apply(parsed);"]
+    insert(repo, "src/util.rs", 10, agent)
+    b1 = repo.commit("B1", "Parse and validate flags", ALICE)
+    scene.ingest([memory("Flags are validated before they apply.", at("src/util.rs", 11, 13))])
+    repo.git("mv", "src/util.rs", "src/helpers.rs")
+    put(repo, "src/main.rs", ["mod helpers;", "fn main() { helpers::run(); }"])
+    repo.commit("B2", "util -> helpers", ALICE)
+    on_main(repo)
+    repo.write("README.md", "app\n")
+    repo.commit("main", "Readme", BOB)
+    repo.git("merge", "--squash", "feature")
+    s = repo.commit("S", "Flags (#7)", BOB)
+    repo.git("branch", "-D", "feature")
+    forget_unreachable(repo)
+    assert not has_commit(repo, b1)
+
+    hits = {11, 12, 13}
+    assert texts_at(repo, "src/helpers.rs", hits) == agent
+    assert scene.lines_from("src/helpers.rs", s) == hits
+    seen = scene.sweep()
+    scene.expect(seen, "Flags are validated before they apply.", {"src/helpers.rs": hits})
+    expect_landed(seen, "Flags are validated before they apply.", b1, s, "squash")
+
+
+def test_h10_revert_removes_the_memory_everywhere(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("v"))
+    repo.commit("initial", "Initial app", CAROL)
+    repo.set_line(APP, 5, "    let v_5 = stage(5).cached();")
+    insert(repo, APP, 5, ["    let hits = cache.hits();", "    report_hits(hits);"])
+    a = repo.commit("A", "Cache stage 5", ALICE)
+    scene.ingest([memory("Stage 5 is cached; hits are reported.", at(APP, 5, 7))])
+    repo.write("README.md", "app\n")
+    repo.commit("U", "Readme", BOB)
+    git_as(repo, BOB, "revert", "--no-edit", a, authored=True)
+    revert = repo.git("rev-parse", "HEAD").strip()
+    # Later someone writes one of A's lines again, elsewhere. A is still in HEAD's history,
+    # so its anchors are never matched again.
+    insert(repo, APP, 15, ["    let hits = cache.hits();"])
+    c = repo.commit("C", "Count hits in stage 15", CAROL)
+
+    assert texts_at(repo, APP, {5}) == ["    let v_5 = stage(5);"]
+    assert scene.lines_from(APP, revert) == {5}
+    assert scene.lines_from(APP, c) == {16}
+    assert is_ancestor(repo, a, "HEAD")
+    seen = scene.sweep()
+    scene.expect(seen, "Stage 5 is cached; hits are reported.", {})
+
+
+def test_h11_same_text_on_two_branches_one_abandoned(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("t"))
+    initial = repo.commit("initial", "Initial app", CAROL)
+    shared = "    let retries = policy.retry_limit();"
+    repo.git("checkout", "-q", "-b", "a")
+    insert(repo, APP, 10, [shared, "    backoff.exponential(retries);", "    run_with(backoff)?;"])
+    a = repo.commit("A", "Exponential backoff", ALICE)
+    scene.ingest([memory("Retries back off exponentially.", at(APP, 11, 13))])
+    insert(repo, APP, 2, ["use crate::backoff::Backoff;"])
+    repo.commit("A2", "Import Backoff", ALICE)
+    repo.git("checkout", "-q", "-b", "b", initial)
+    insert(repo, APP, 15, [shared, "    for _ in 0..retries { try_once()?; }", "    give_up();"])
+    repo.commit("B", "Plain retries", BOB)
+    scene.ingest([memory("Abandoned: plain retry loop.", at(APP, 16, 18))])
+    on_main(repo)
+    repo.git("merge", "--squash", "a")
+    s = repo.commit("S", "Backoff (#3)", ALICE)
+    repo.git("branch", "-D", "a")
+    forget_unreachable(repo)
+    assert not has_commit(repo, a)
+    # Branch b is left as it was: its commit is still here, never merged.
+
+    assert scene.lines_from(APP, s) == {3, 12, 13, 14}
+    assert texts_at(repo, APP, {12}) == [shared]
+    seen = scene.sweep()
+    scene.expect(seen, "Abandoned: plain retry loop.", {})
+    # The landed memory shows on its own lines; on the shared text it may or may not.
+    landed = shown(seen, "Retries back off exponentially.")
+    assert set(landed) == {APP}, landed
+    assert {13, 14} <= landed[APP] <= {12, 13, 14}, scene.graph()
+    expect_landed(seen, "Retries back off exponentially.", a, s, "squash")
+
+
+# -- anchors at a past commit -----------------------------------------------------------------
+
+
+def _past_commit_scene(scene: Scene) -> tuple[str, str]:
+    """The agent's commit O changes lines 8-10; P inserts 3 lines above, so at P they are
+    11-13; later commits insert 5 more above (16-18 at HEAD). The memory names lines 11-13
+    at P. (O, P)."""
+    repo = scene.repo
+    put(repo, APP, base("o"))
+    repo.commit("initial", "Initial app", CAROL)
+    for n in (8, 9, 10):
+        repo.set_line(APP, n, f"    let o_{n} = stage({n}).checked()?;")
+    o = repo.commit("O", "Check stages 8-10", ALICE)
+    insert(repo, APP, 0, ["// app", "// stages", "use crate::stage;"])
+    p = repo.commit("P", "Header", BOB)
+    insert(repo, APP, 3, ["use crate::checked;", "use crate::report;"])
+    repo.commit("Q", "More imports", BOB)
+    insert(repo, APP, 0, ["// SPDX-License-Identifier: MIT", "", "#![deny(warnings)]"])
+    repo.commit("R", "License header", CAROL)
+    scene.ingest([memory("Stages 8-10 are checked.", at(APP, 11, 13, commit=p))])
+    return o, p
+
+
+def test_h12_past_commit_anchor_found_at_new_positions(scene: Scene) -> None:
+    o, _ = _past_commit_scene(scene)
+    repo = scene.repo
+    hits = {16, 17, 18}
+    assert texts_at(repo, APP, hits) == [
+        f"    let o_{n} = stage({n}).checked()?;" for n in (8, 9, 10)
+    ]
+    assert scene.lines_from(APP, o) == hits
+    seen = scene.sweep()
+    # HEAD's lines 11-13 (the positions as named at P) are other lines and never show it.
+    scene.expect(seen, "Stages 8-10 are checked.", {APP: hits})
+    expect_found_normally(seen, "Stages 8-10 are checked.")
+
+
+def test_h12_past_commit_anchor_stays_literal_for_by_commit(scene: Scene) -> None:
+    _, p = _past_commit_scene(scene)
+    service = scene.service()
+    by_commit = service.by_commit(ByCommitRequest.parse({"commit_sha": p}, scene.project))
+    assert [m.node.text for m in by_commit.evidence] == ["Stages 8-10 are checked."]
+    literal = scene.by_git(service, file=APP, lines=[11, 13], commit_sha=p)
+    assert [n["text"] for n in literal["nodes"]] == ["Stages 8-10 are checked."]
+    assert scene.by_git(service, file=APP, line=14, commit_sha=p)["nodes"] == []
+
+
+# -- Agent Trace --------------------------------------------------------------------------------
+
+
+def test_h13a_agent_trace_at_the_producing_commit(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("x"))
+    repo.commit("initial", "Initial app", CAROL)
+    agent = [
+        "    let shard = key.shard(16);",
+        "    let conn = pool.for_shard(shard);",
+        "    conn.write(key, value)?;",
+        "    conn.flush();",
+    ]
+    insert(repo, APP, 6, agent)
+    a = repo.commit("A", "Shard writes", ALICE)
+    insert(repo, APP, 0, ["// storage", "use crate::pool;"])
+    repo.commit("U", "Header", BOB)
+    record = trace(a, APP, [(7, 10)], "spec-style", repo.clock)
+    summary = scene.ingest([record], fmt="agent-trace")
+    assert summary["unanchored_edits"] == 0
+
+    hits = {9, 10, 11, 12}
+    assert texts_at(repo, APP, hits) == agent
+    seen = scene.sweep()
+    scene.expect(seen, "spec-style", {APP: hits})
+    expect_found_normally(seen, "spec-style")
+
+
+def test_h13b_reference_hook_edit_in_an_existing_file(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("y"))
+    repo.commit("initial", "Initial app", CAROL)
+    repo.set_line(APP, 19, "    let y_19 = stage(19).logged();")
+    r = repo.commit("R", "Log stage 19", BOB)  # touches the file, not the lines the agent edits
+    at_r = repo.lines(APP)
+    # The agent edits the work tree on top of R: rewrites line 7, adds three after it. The
+    # hook records R and the positions in the edited file.
+    agent = [
+        "    let y_7 = stage(7).with_retry(3);",
+        "    let budget = Budget::per_call();",
+        "    budget.charge(y_7.cost());",
+        "    budget.report();",
+    ]
+    put(repo, APP, at_r[:6] + agent + at_r[7:])
+    record = trace(r, APP, [(7, 10)], "hook-edit", repo.clock + 600)
+    c = repo.commit("C", "Retry stage 7 within a budget", ALICE)
+    insert(repo, APP, 0, ["// stages", "use crate::budget::Budget;"])
+    repo.commit("U", "Imports", CAROL)
+    summary = scene.ingest([record], fmt="agent-trace")
+    assert summary["unanchored_edits"] == 0
+
+    hits = {9, 10, 11, 12}
+    assert texts_at(repo, APP, hits) == agent
+    assert scene.lines_from(APP, c) == hits
+    # Of the lines that sat at 7-10 in R, 7 was rewritten and 8-10 are at 13-15 at HEAD.
+    assert texts_at(repo, APP, {13, 14, 15}) == at_r[7:10]
+    seen = scene.sweep()
+    scene.expect(seen, "hook-edit", {APP: hits})
+    expect_found_normally(seen, "hook-edit")
+
+
+def test_h13c_reference_hook_new_file(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("z"))
+    r = repo.commit("R", "Initial app", CAROL)
+    report = [
+        "pub fn render(rows: &[Row]) -> String {",
+        "    let mut out = String::with_capacity(rows.len() * 32);",
+        "    for row in rows {",
+        "        out.push_str(&row.to_csv());",
+        "        out.push('\\n');",
+        "    }",
+        "    out",
+        "}",
+    ]
+    put(repo, "src/report.rs", report)
+    record = trace(r, "src/report.rs", [(1, 8)], "hook-new-file", repo.clock + 600)
+    c = repo.commit("C", "CSV report", ALICE)
+    insert(repo, "src/report.rs", 0, ["//! Reports."])
+    repo.commit("U", "Doc comment", CAROL)
+    summary = scene.ingest([record], fmt="agent-trace")  # not a bad record
+    assert summary["nodes"]["L0"] == 1
+    assert summary["unanchored_edits"] == 0
+
+    hits = set(range(2, 10))
+    assert texts_at(repo, "src/report.rs", hits) == report
+    assert scene.lines_from("src/report.rs", c) == hits
+    seen = scene.sweep()
+    scene.expect(seen, "hook-new-file", {"src/report.rs": hits})
+    expect_found_normally(seen, "hook-new-file")
+
+
+def test_h13d_reference_hook_change_never_committed(scene: Scene) -> None:
+    repo = scene.repo
+    put(repo, APP, base("n"))
+    repo.commit("initial", "Initial app", CAROL)
+    repo.set_line(APP, 19, "    let n_19 = stage(19).logged();")
+    r = repo.commit("R", "Log stage 19", BOB)
+    insert(
+        repo,
+        APP,
+        6,
+        ["    let probe = Probe::start();", "    probe.sample(&state);", "    probe.stop();"],
+    )
+    record = trace(r, APP, [(7, 9)], "hook-discarded", repo.clock + 600)
+    repo.git("checkout", "--", APP)  # the change is thrown away
+    repo.write("README.md", "app\n")
+    repo.commit("U", "Readme", CAROL)
+    summary = scene.ingest([record], fmt="agent-trace")
+    assert summary["nodes"]["L0"] == 1
+    assert summary["anchors"] == 0
+    assert summary["unanchored_edits"] == 1
+
+    seen = scene.sweep()
+    assert all(not nodes for lines in seen.values() for nodes in lines.values()), scene.graph()
