@@ -32,6 +32,8 @@ from psycopg import conninfo, sql
 from poimen_memory.domain import ProjectId
 from poimen_memory.store import Store, migrate
 
+from .scenes import scene  # noqa: F401  (a fixture of tests on real histories)
+
 ADMIN_ENV = "POIMEN_TEST_ADMIN_DSN"
 LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
