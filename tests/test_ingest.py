@@ -351,6 +351,7 @@ BAD_CASES = [
     ("unknown commit", {"type": "node", "level": "L0", "query_id": "q", "text": "x", "anchors": [{"file": "README.md", "line": 1, "commit": "deadbeef"}]}, "commit 'deadbeef' is not in the repository"),
     ("option commit", {"type": "node", "level": "L0", "query_id": "q", "text": "x", "anchors": [{"file": "README.md", "line": 1, "commit": "--upload-pack=touch /tmp/pwned"}]}, "is not a commit id (4 to 64 hex digits)"),
     ("file not at commit", {"type": "node", "level": "L0", "query_id": "q", "text": "x", "anchors": [{"file": "README.md", "line": 1, "commit": "INITIAL"}]}, "README.md is not in commit"),
+    ("beyond end at a commit", {"type": "node", "level": "L0", "query_id": "q", "text": "x", "anchors": [{"file": "src/kong/buffer.rs", "lines": [59, 70], "commit": "INITIAL"}]}, "lines 59-70: src/kong/buffer.rs has 60 lines in commit"),
     ("dangling parent", {"type": "node", "level": "L0", "query_id": "q", "text": "x", "parents": ["ghost"]}, "parent: 'ghost' is no node of this file"),
     ("unknown sha parent", {"type": "node", "level": "L0", "query_id": "q", "text": "x", "parents": ["a" * 64]}, "is not in this input or the store"),
     ("edge down", {"type": "edge", "child": "m1", "parent": "e1"}, "edge: L1 -> L0 does not point up"),

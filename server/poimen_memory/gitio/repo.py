@@ -334,15 +334,30 @@ class GitRepo:
 
     # -- blame ----------------------------------------------------------------------------
 
-    def blame_args(self, rev: CommitSha, path: str, lines: tuple[int, int] | None) -> list[str]:
-        """The argument list of a blame (exposed so benchmarks run the very same command)."""
+    def blame_args(
+        self,
+        rev: CommitSha,
+        path: str,
+        lines: tuple[int, int] | Sequence[tuple[int, int]] | None,
+    ) -> list[str]:
+        """The argument list of a blame of the whole file, one range or several (exposed so
+        benchmarks run the very same command)."""
         check_not_option("file", path)
         args = ["blame", "--porcelain", *self._blame_settings().args]
-        if lines is not None:
-            start, end = lines
-            if not (isinstance(start, int) and isinstance(end, int) and 1 <= start <= end):
-                raise UnsafeArgument(f"line: expected 1 <= start <= end, got {lines!r}")
-            args.append(f"-L{start},{end}")
+        if lines is not None and len(lines) == 0:
+            raise UnsafeArgument("line: no lines to blame")
+        ranges: Sequence[object] = (
+            [] if lines is None else [lines] if isinstance(lines[0], int) else lines
+        )
+        for pair in ranges:
+            if not (
+                isinstance(pair, tuple)
+                and len(pair) == 2
+                and all(isinstance(n, int) for n in pair)
+                and 1 <= pair[0] <= pair[1]
+            ):
+                raise UnsafeArgument(f"line: expected 1 <= start <= end, got {pair!r}")
+            args.append(f"-L{pair[0]},{pair[1]}")
         return [*args, rev.value, "--", path]
 
     def _blame_settings(self) -> BlameSettings:
@@ -385,8 +400,14 @@ class GitRepo:
         """blame_settings() as text: part of every blame cache key."""
         return self._blame_settings().fingerprint
 
-    def blame(self, path: str, rev: CommitSha, lines: tuple[int, int] | None = None) -> Blame:
-        """Blame ``path`` as of ``rev`` (whole file, or only ``lines``), parsed as it streams."""
+    def blame(
+        self,
+        path: str,
+        rev: CommitSha,
+        lines: tuple[int, int] | Sequence[tuple[int, int]] | None = None,
+    ) -> Blame:
+        """Blame ``path`` as of ``rev`` (whole file, or only ``lines``: one range or several),
+        parsed as it streams."""
         args = self.blame_args(rev, path, lines)
         config = self._blame_settings().config
         with self.runner.stream(self.root, args, config=config) as proc:

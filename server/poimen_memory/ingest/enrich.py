@@ -121,15 +121,15 @@ def enrich(
         return out
     ambiguous = _ambiguous(repo, sorted(n for n, sha in resolved.items() if sha is None))
 
-    # 2. files: existence at the named commits (one batch-check; reading every version of a
-    #    busy file to count its lines would cost minutes), texts at HEAD for edits and lines.
+    # 2. files: existence at the named commits (one batch-check), texts at HEAD for edits and
+    #    lines.
     at_commit: set[tuple[CommitSha, str]] = set()
     head_specs: set[tuple[CommitSha, str]] = set()
     for d in wanted:
         for r in d.anchors:
-            named = r.revision if isinstance(r, TraceRange) else getattr(r, "commit", None)
-            if isinstance(r, LinesAtCommit | WholeFile | TraceRange) and named is not None:
-                sha = resolved.get(named)
+            name = r.revision if isinstance(r, TraceRange) else getattr(r, "commit", None)
+            if isinstance(r, LinesAtCommit | WholeFile | TraceRange) and name is not None:
+                sha = resolved.get(name)
                 if sha is not None:
                     at_commit.add((sha, r.file))
             elif isinstance(r, TextAtHead | LinesAtHead):
@@ -144,11 +144,6 @@ def enrich(
 
     blames: dict[tuple[str, CommitSha], Blame | GitError] = {}
     past = {
-        (resolved[r.commit], r.file)
-        for d in wanted
-        for r in d.anchors
-        if isinstance(r, LinesAtCommit) and resolved.get(r.commit) is not None
-    } | {
         (resolved[r.revision], r.file)
         for d in wanted
         for r in d.anchors
@@ -171,7 +166,31 @@ def enrich(
             raise _Bad(f"{file}: {found}")
         return found
 
-    git = _Git(repo, head, resolved, ambiguous, blobs, present, blame_at)
+    # Lines named at past commits: one blame per (commit, file) of just those lines.
+    named: dict[tuple[CommitSha, str], list[tuple[int, int]]] = defaultdict(list)
+    for d in wanted:
+        for r in d.anchors:
+            at = resolved.get(r.commit) if isinstance(r, LinesAtCommit) else None
+            if isinstance(r, LinesAtCommit) and at is not None:
+                named[(at, r.file)].append((r.start, r.end))
+    origins_at: dict[tuple[CommitSha, str], dict[int, BlameLine] | None] = {}
+
+    def lines_at(file: str, at: CommitSha) -> dict[int, BlameLine] | None:
+        """Origins of the named lines of ``file`` at ``at``; None when some range is past
+        the end of the file (or git cannot say)."""
+        key = (at, file)
+        if key not in origins_at:
+            if on_progress:
+                on_progress("blaming at past commits", len(origins_at), len(named))
+            ranges = _merged(named.get(key, []))
+            try:
+                found = repo.blame(file, at, ranges) if ranges else None
+                origins_at[key] = None if found is None else {o.line: o for o in found.lines}
+            except GitError:
+                origins_at[key] = None
+        return origins_at[key]
+
+    git = _Git(repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at)
     pending: dict[str, list[_Run]] = defaultdict(list)
     for d in wanted:
         try:
@@ -180,8 +199,8 @@ def enrich(
         except _Bad as exc:
             out.reject(d, f"anchors: {exc}")
             pending.pop(d.local_id, None)
-    if on_progress and past:
-        on_progress("blaming at past commits", len(past), len(past))
+    if on_progress and (past or named):
+        on_progress("blaming at past commits", len(named), len(named))
 
     # 3. commit metadata from the repository, for every commit an anchor points at, and the
     #    changes of the commits origin anchors point at (one process each).
@@ -266,6 +285,17 @@ def _anchor(
     )
 
 
+def _merged(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Line ranges sorted, with overlapping and touching ones joined."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 def _ambiguous(repo: GitRepo, prefixes: Sequence[str]) -> set[str]:
     """Which of these unresolved commit prefixes name several objects (one git process)."""
     if not prefixes:
@@ -291,6 +321,7 @@ class _Git:
     blobs: dict[tuple[CommitSha, str], bytes | None]
     present: set[tuple[CommitSha, str]]
     blame_at: Callable[[str, CommitSha], Blame]
+    lines_at: Callable[[str, CommitSha], dict[int, BlameLine] | None]
 
     def commit(self, name: str, field_name: str = "commit") -> CommitSha:
         """The commit a request names; _Bad naming it when it is malformed, ambiguous or
@@ -320,14 +351,18 @@ def _resolve(request: object, git: _Git, out: Enriched) -> list[_Run]:
             return [(sha, request.file, 0, 0, False)]
         # The lines as named (for lookups by commit), and where blame at that commit says
         # they came from (for hovers, wherever the lines are now).
-        blame = git.blame_at(request.file, sha)
-        if request.end > len(blame.lines):
-            raise _Bad(
-                f"lines {request.start}-{request.end}: {request.file} has {len(blame.lines)} "
-                f"lines in commit {sha.short()}"
-            )
+        found = git.lines_at(request.file, sha)
+        wanted = range(request.start, request.end + 1)
+        if found is None or any(n not in found for n in wanted):
+            blame = git.blame_at(request.file, sha)  # some named range is past the end
+            if request.end > len(blame.lines):
+                raise _Bad(
+                    f"lines {request.start}-{request.end}: {request.file} has "
+                    f"{len(blame.lines)} lines in commit {sha.short()}"
+                )
+            found = {o.line: o for o in blame.lines}
         literal: _Run = (sha, request.file, request.start, request.end, False)
-        return [literal, *_runs(blame.lines[request.start - 1 : request.end])]
+        return [literal, *_runs([found[n] for n in wanted])]
     if isinstance(request, WholeFile):
         try:
             last = git.repo.last_commit(request.file, head)
