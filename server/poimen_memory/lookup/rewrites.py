@@ -11,8 +11,9 @@ Precision comes first. An anchor of a commit O is shown on a line of S only when
   once in the file, and among the candidate anchors at exactly one place ("squash").
 
 A miss costs one indexed query (anchors by line-text hash, and the aliases known for S); only
-when that finds candidates does git run: one process for S's change, and one per candidate
-commit to tell whether it is still an ancestor of HEAD (both remembered). What is found is
+when that finds candidates does git run: first to tell which candidate commits are still in
+HEAD's history (usually all: then nothing more runs), then one process for S's change; both
+answers are remembered. What is found is
 stored as a commit alias (old -> new), shared by everyone using the store.
 """
 
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # At most this many landing commits are examined per lookup (a lens over a file of many
 # commits): each may cost a git process the first time.
-MAX_LANDING = 16
+MAX_LANDING = 32
 # Changes and ancestry answers remembered, per repository and commit.
 CHANGES = 64
 ANCESTRY = 4096
@@ -94,19 +95,29 @@ class Rewrites:
         if not hashes:
             return []
         landing = list(dict.fromkeys(m.origin.commit for m in misses))
+        paths = Counter(m.origin.orig_path for m in misses)
         candidates, aliases = self.store.rewrite_candidates(
-            project, repo_id, hashes, landing, landing
+            project, repo_id, hashes, landing, landing, paths.most_common(1)[0][0]
         )
         if not candidates:
             return []
+        # Commits still in HEAD's history are never re-matched: drop them before any change
+        # is read (usually every candidate goes here, and nothing more runs).
+        gone = self._not_in_history(repo, head, {c.commit for c in candidates})
+        candidates = [c for c in candidates if c.commit in gone]
+        if not candidates:
+            return []
+        offered = {h for c in candidates for h in c.line_hashes if h is not None}
+        hopeful = {m.origin.commit for m in misses if m.text_hash in offered}
         by_landing: dict[CommitSha, list[Miss]] = defaultdict(list)
         for m in misses:
-            if m.text_hash is not None:
+            if m.origin.commit in hopeful:  # all its lines: trivial ones may match by place
                 by_landing[m.origin.commit].append(m)
         known = {(a.old, a.new) for a in aliases}
-        # (candidate, landed) -> lines
+        # (candidate, landed) -> lines; the landing commits with the most lines to match first.
         chosen: dict[tuple[Candidate, Landed], list[int]] = defaultdict(list)
-        for s, group in list(by_landing.items())[:MAX_LANDING]:
+        ranked = sorted(by_landing.items(), key=lambda item: -len(item[1]))
+        for s, group in ranked[:MAX_LANDING]:
             change = self.change(repo, s)
             if change is None or not change.complete:
                 continue
@@ -114,10 +125,6 @@ class Rewrites:
             for miss in group:
                 for candidate, how in _match(miss, change, older, file_counts):
                     chosen[(candidate, Landed(candidate.commit, s, how))].append(miss.line)
-        if not chosen:
-            return []
-        gone = self._not_in_history(repo, head, {landed.recorded for _, landed in chosen})
-        chosen = {k: v for k, v in chosen.items() if k[1].recorded in gone}
         if not chosen:
             return []
         rows = self.store.evidence_of(project, repo_id, [c for c, _ in chosen])
@@ -201,9 +208,10 @@ def _match(
         return []
     h = file_change.hash_at(origin.orig_line)
     k = file_change.ordinal(origin.orig_line)
-    if h is None or k is None or h != miss.text_hash:
+    if k is None or h != miss.text_hash:
         return []
-    # The same change under a new id: the same place in it, with the same text.
+    # The same change under a new id: the same place in it, with the same text (a line too
+    # short to hash matches here by its place alone: the change is the same).
     if change.patch_id is not None:
         same = [
             c
@@ -218,7 +226,7 @@ def _match(
             return [(c, "same-change") for c in same]
     # Inside a larger or edited change: text seen once in the change, once in the file, and at
     # one place among the candidates.
-    if change.hash_count(h) != 1 or file_counts.get(h, 0) != 1:
+    if h is None or change.hash_count(h) != 1 or file_counts.get(h, 0) != 1:
         return []
     places: dict[tuple[CommitSha, str, int], list[Candidate]] = defaultdict(list)
     for c in candidates:

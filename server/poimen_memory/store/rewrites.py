@@ -18,8 +18,8 @@ from poimen_memory.store.queries import query
 __all__ = ["ALIAS_KINDS", "Alias", "Candidate", "RewriteReads"]
 
 ALIAS_KINDS = ("same-change", "squash")
-# Bound on the candidates one miss reads: a line of common text is not matched on text anyway.
-MAX_CANDIDATES = 256
+# Bound on the candidates one lookup reads (those in the looked-up file first).
+MAX_CANDIDATES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +58,11 @@ class RewriteReads(EvidenceReads):
         hashes: Iterable[int],
         exclude: Iterable[CommitSha],
         landed: Iterable[CommitSha] = (),
+        file: str = "",
     ) -> tuple[list[Candidate], list[Alias]]:
-        """Anchors holding any of ``hashes`` at commits other than ``exclude``, and the aliases
-        known for the ``landed`` commits: one round trip, two indexed statements."""
+        """Anchors holding any of ``hashes`` at commits other than ``exclude`` (those in
+        ``file`` first), and the aliases known for the ``landed`` commits: one round trip,
+        two indexed statements."""
         wanted = sorted(set(hashes))
         targets = list(dict.fromkeys(landed))
         if not wanted:
@@ -76,6 +78,7 @@ class RewriteReads(EvidenceReads):
                     "repo": repo,
                     "hashes": wanted,
                     "exclude": [c.value for c in exclude],
+                    "file": file,
                     "max_anchors": MAX_CANDIDATES,
                 },
             ).fetchall()

@@ -245,10 +245,11 @@ FROM down d
 JOIN memory_node n ON n.project = %(project)s AND n.sha256 = d.sha256 AND n.level = 'L0';
 
 -- name: rewrite_candidates
--- Anchors in the repository holding a line whose text hash is one of the given ones, with
--- their commit's patch id and date: what lines with no anchor at their origin may have been
--- recorded as before their commit was rewritten. The origin commits themselves (`exclude`)
--- are left out. The caller decides; nothing here is a match yet.
+-- Anchors in the repository holding a line whose text hash is one of the given ones (one
+-- GIN probe), with their commit's patch id and date: what lines with no anchor at their
+-- origin may have been recorded as before their commit was rewritten. Those in `file` come
+-- first; the origin commits themselves (`exclude`) are left out. The caller decides; nothing
+-- here is a match yet.
 SELECT a.node_sha256, a.commit_sha, a.file, a.line_start, a.line_end, a.line_hashes,
        a.added_from, c.patch_id, c.author_date
 FROM git_anchor a
@@ -257,7 +258,7 @@ JOIN git_commit c
 WHERE a.project = %(project)s AND a.repo = %(repo)s
   AND a.line_hashes && %(hashes)s::bigint[]
   AND a.commit_sha <> ALL(%(exclude)s::text[])
-ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
+ORDER BY a.file = %(file)s DESC, a.commit_sha, a.file, a.line_start, a.node_sha256
 LIMIT %(max_anchors)s;
 
 -- name: aliases_to
