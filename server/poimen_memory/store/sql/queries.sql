@@ -256,7 +256,7 @@ FROM git_anchor a
 JOIN git_commit c
   ON c.project = a.project AND c.repo = a.repo AND c.commit_sha = a.commit_sha
 WHERE a.project = %(project)s AND a.repo = %(repo)s
-  AND a.line_hashes && %(hashes)s::bigint[]
+  AND a.line_hashes IS NOT NULL AND a.line_hashes && %(hashes)s::bigint[]
   AND a.commit_sha <> ALL(%(exclude)s::text[])
 ORDER BY a.file = %(file)s DESC, a.commit_sha, a.file, a.line_start, a.node_sha256
 LIMIT %(max_anchors)s;

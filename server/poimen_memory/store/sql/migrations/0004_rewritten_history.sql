@@ -13,7 +13,10 @@ CREATE INDEX git_commit_patch_id_idx ON git_commit (project, repo, patch_id)
 -- anchors of lines their commit did not add, changes over the size cap).
 ALTER TABLE git_anchor ADD COLUMN line_hashes bigint[];
 ALTER TABLE git_anchor ADD COLUMN added_from integer CHECK (added_from >= 0);
-CREATE INDEX git_anchor_line_hashes_idx ON git_anchor USING gin (line_hashes);
+-- Only rows that have hashes: rows without (older anchors, whole-file and literal ones) would
+-- all share GIN's one null entry, which makes bulk loads crawl.
+CREATE INDEX git_anchor_line_hashes_idx ON git_anchor USING gin (line_hashes)
+    WHERE line_hashes IS NOT NULL;
 
 -- A rewritten commit (old_commit, no longer in the history) and the commit its change landed
 -- as (new_commit): found once, shared by everyone using the store. `how`: 'same-change' (the
