@@ -158,6 +158,8 @@ class Change:
     """By new path; deleted files have none. Empty when over the size cap."""
     complete: bool
     """False when the change was over the size cap (``files`` is then empty)."""
+    merge: bool = False
+    """Whether the commit has more than one parent (its lines may come from the others)."""
     _counts: Counter[int] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -254,6 +256,7 @@ class _Commit:
     sha: CommitSha
     parent: CommitSha | None
     time: int
+    merge: bool = False
     lines: int = 0
     over: bool = False
     files: dict[str, FileChange] = field(default_factory=dict)
@@ -410,6 +413,7 @@ class _LogParser:
             patch_id=patch_id,
             files={} if commit.over else commit.files,
             complete=not commit.over,
+            merge=commit.merge,
         )
 
 
@@ -420,7 +424,9 @@ def _start(rest: bytes) -> _Commit:
         if len(words) < 2 or not all(_SHA.fullmatch(w) for w in words[:-1]):
             raise ValueError(words)
         parent = CommitSha(words[1]) if len(words) > 2 else None
-        return _Commit(sha=CommitSha(words[0]), parent=parent, time=int(words[-1]))
+        return _Commit(
+            sha=CommitSha(words[0]), parent=parent, time=int(words[-1]), merge=len(words) > 3
+        )
     except (ValueError, ContentError):
         raise GitFailed("git log: unreadable commit line") from None
 

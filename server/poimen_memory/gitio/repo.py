@@ -392,6 +392,13 @@ class GitRepo:
         except GitError:
             return None
 
+    def blames_by_diff(self) -> bool:
+        """Whether blame attributes every line a (non-merge) commit added to that commit: no
+        ignore-revs in force and no move detection, so a commit's diff says what blame would."""
+        return not self.detect_moves and not any(
+            a.startswith("--ignore-revs-file=") for a in self._blame_settings().args
+        )
+
     def blame_settings(self) -> bytes:
         """What besides history changes a blame (flags, .mailmap, ignore-revs), as a digest."""
         return self._blame_settings().fingerprint.encode("ascii")

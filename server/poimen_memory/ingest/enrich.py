@@ -174,6 +174,13 @@ def enrich(
             if isinstance(r, LinesAtCommit) and at is not None:
                 named[(at, r.file)].append((r.start, r.end))
     origins_at: dict[tuple[CommitSha, str], dict[int, BlameLine] | None] = {}
+    # What the named commits changed (one process): lines a commit added are its own, and
+    # need no blame when blame would say so too (no ignore-revs, no moves, not a merge).
+    try:
+        changed = _changes(repo, {at for at, _ in named}, on_progress)
+        by_diff = repo.blames_by_diff()
+    except GitError:
+        changed, by_diff = {}, False
 
     def lines_at(file: str, at: CommitSha) -> dict[int, BlameLine] | None:
         """Origins of the named lines of ``file`` at ``at``; None when some range is past
@@ -183,9 +190,11 @@ def enrich(
             if on_progress:
                 on_progress("blaming at past commits", len(origins_at), len(named))
             ranges = _merged(named.get(key, []))
+            own = _added_by(changed.get(at), file, ranges) if by_diff else {}
+            rest = [r for r in ranges if r[0] not in own]
             try:
-                found = repo.blame(file, at, ranges) if ranges else None
-                origins_at[key] = None if found is None else {o.line: o for o in found.lines}
+                found = repo.blame(file, at, rest) if rest else None
+                origins_at[key] = own | ({} if found is None else {o.line: o for o in found.lines})
             except GitError:
                 origins_at[key] = None
         return origins_at[key]
@@ -208,7 +217,7 @@ def enrich(
     origins = {commit for runs in pending.values() for commit, *_, at_origin in runs if at_origin}
     try:
         infos = repo.commits(needed, repo_id)
-        changed = _changes(repo, origins, on_progress)
+        changed |= _changes(repo, origins - set(changed), on_progress)
     except GitError as exc:
         for d in wanted:
             if d.local_id in pending:
@@ -283,6 +292,24 @@ def _anchor(
     return Anchor(
         project, draft.node.sha256, repo_id, commit, path, first, last, hashes, added_from
     )
+
+
+def _added_by(
+    change: Change | None, file: str, ranges: Sequence[tuple[int, int]]
+) -> dict[int, BlameLine]:
+    """The lines of whole ``ranges`` that ``change`` (not a merge) added to ``file``: their
+    origin is the commit itself, at that line."""
+    if change is None or change.merge or not change.complete:
+        return {}
+    file_change = change.files.get(file)
+    if file_change is None:
+        return {}
+    own: dict[int, BlameLine] = {}
+    for start, end in ranges:
+        lines = range(start, end + 1)
+        if all(file_change.ordinal(n) is not None for n in lines):
+            own |= {n: BlameLine(n, change.commit, file, n) for n in lines}
+    return own
 
 
 def _merged(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
