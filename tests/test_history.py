@@ -475,6 +475,57 @@ def test_h11_same_text_on_two_branches_one_abandoned(scene: Scene) -> None:
     expect_landed(seen, "Retries back off exponentially.", a, s, "squash")
 
 
+def test_h11b_a_line_copied_from_a_landed_branch_shows_nothing(scene: Scene) -> None:
+    """A squash-landed branch's line is copied into another file by a maintainer's commit with
+    no memory: the copy is that commit's line, not the branch's landing."""
+    repo = scene.repo
+    put(repo, APP, base("c"))
+    put(repo, "src/other.rs", base("o"))
+    repo.commit("initial", "Initial", CAROL)
+    copied = "    let quota = tenant.quota_for(region);"
+    repo.git("checkout", "-q", "-b", "f")
+    insert(repo, APP, 5, [copied, "    enforce(quota);"])
+    f = repo.commit("F", "Quotas per region", ALICE)
+    scene.ingest([memory("Quota is per region.", at(APP, 6, 7))])
+    on_main(repo)
+    repo.git("merge", "--squash", "f")
+    s = repo.commit("S", "Quotas (#4)", ALICE)
+    repo.git("branch", "-D", "f")
+    forget_unreachable(repo)
+    insert(repo, "src/other.rs", 3, [copied])
+    repo.commit("copy", "Use quotas in other", BOB)
+    seen = scene.sweep()
+    scene.expect(seen, "Quota is per region.", {APP: {6, 7}})
+    expect_landed(seen, "Quota is per region.", f, s, "same-change")  # one commit, unmoved main
+
+
+def test_h11c_text_of_a_merged_and_an_abandoned_branch_on_a_third_line(scene: Scene) -> None:
+    """Two branches wrote the same line (one merged normally, one abandoned); a maintainer
+    writes it a third time: it is recorded at two places, so the third line shows nothing."""
+    repo = scene.repo
+    put(repo, APP, base("m"))
+    repo.commit("initial", "Initial", CAROL)
+    text = "    let cache = Cache::with_capacity(limit);"
+    repo.git("checkout", "-q", "-b", "gone")
+    put(repo, "src/gone.rs", ["fn gone() {", text, "}"])
+    repo.commit("G", "Gone cache", BOB)
+    scene.ingest([memory("Abandoned cache.", at("src/gone.rs", 2, 2))])
+    on_main(repo)
+    repo.git("checkout", "-q", "-b", "kept")
+    put(repo, "src/kept.rs", ["fn kept() {", text, "}"])
+    repo.commit("K", "Kept cache", ALICE)
+    scene.ingest([memory("Kept cache.", at("src/kept.rs", 2, 2))])
+    on_main(repo)
+    git_as(repo, ALICE, "merge", "-q", "--no-ff", "--no-edit", "kept")
+    repo.git("branch", "-D", "gone")
+    forget_unreachable(repo)
+    insert(repo, APP, 4, [text])
+    repo.commit("third", "Cache in app", CAROL)
+    seen = scene.sweep()
+    scene.expect(seen, "Abandoned cache.", {})
+    scene.expect(seen, "Kept cache.", {"src/kept.rs": {2}})
+
+
 # -- anchors at a past commit -----------------------------------------------------------------
 
 

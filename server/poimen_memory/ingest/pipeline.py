@@ -55,6 +55,8 @@ __all__ = [
 _SHA = re.compile(r"[0-9a-f]{64}")
 # Lines looked at to tell a file's format; bad ones among them are reported when it is parsed.
 _DETECT_LINES = 64
+# Anchors written by one ingest above which the store's statistics are refreshed.
+ANALYZE_AFTER = 1000
 
 
 class Format(enum.Enum):
@@ -404,3 +406,5 @@ def _write(
         if on_progress:
             on_progress("writing", min(start + step, total), total)
     summary.written = written
+    if written.anchors >= ANALYZE_AFTER:
+        store.refresh_statistics()

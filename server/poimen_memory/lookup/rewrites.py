@@ -8,7 +8,11 @@ Precision comes first. An anchor of a commit O is shown on a line of S only when
 - and either S's change is O's change (same patch id) and the line sits at the same place in
   it, with the same text ("same-change");
 - or the line's text (whitespace ignored, at least 3 characters) occurs once in S's change,
-  once in the file, and among the candidate anchors at exactly one place ("squash").
+  once in the file, and among the recorded anchors at exactly one place, in this file (or the
+  one it was renamed from), of a commit most of whose recorded lines S's change holds
+  ("squash": a line copied elsewhere is not where the change landed);
+- or, next to such a line, it is the same anchor's next (or previous) line, with the same text
+  (a line too short to hash: with matched lines on both sides).
 
 A miss costs one indexed query (anchors by line-text hash, and the aliases known for S); only
 when that finds candidates does git run: first to tell which candidate commits are still in
@@ -34,16 +38,17 @@ from poimen_memory.gitio.history import Change, ancestors_of, changes, line_hash
 from poimen_memory.lookup.results import How, Landed
 from poimen_memory.store import Alias, Candidate, Evidence, Store
 from poimen_memory.store.connector import StoreRejected
+from poimen_memory.store.rewrites import MAX_CANDIDATES
 
 __all__ = ["Found", "Miss", "Rewrites", "file_hashes"]
 
 log = logging.getLogger(__name__)
 
 # At most this many landing commits are examined per lookup (a lens over a file of many
-# commits): each may cost a git process the first time.
-MAX_LANDING = 32
+# commits); their changes are read in one git process.
+MAX_LANDING = 512
 # Changes and ancestry answers remembered, per repository and commit.
-CHANGES = 64
+CHANGES = 1024
 ANCESTRY = 4096
 
 
@@ -102,11 +107,15 @@ class Rewrites:
         if not candidates:
             return []
         # Commits still in HEAD's history are never re-matched: drop them before any change
-        # is read (usually every candidate goes here, and nothing more runs).
+        # is read (usually every candidate goes here, and nothing more runs). They still count
+        # when telling whether a text was recorded at one place only.
+        everyone = candidates
         gone = self._not_in_history(repo, head, {c.commit for c in candidates})
         candidates = [c for c in candidates if c.commit in gone]
         if not candidates:
             return []
+        # A bounded read may have left places out: then no text counts as recorded once.
+        places = _places(everyone) if len(everyone) < MAX_CANDIDATES else None
         offered = {h for c in candidates for h in c.line_hashes if h is not None}
         hopeful = {m.origin.commit for m in misses if m.text_hash in offered}
         by_landing: dict[CommitSha, list[Miss]] = defaultdict(list)
@@ -116,15 +125,28 @@ class Rewrites:
         known = {(a.old, a.new) for a in aliases}
         # (candidate, landed) -> lines; the landing commits with the most lines to match first.
         chosen: dict[tuple[Candidate, Landed], list[int]] = defaultdict(list)
-        ranked = sorted(by_landing.items(), key=lambda item: -len(item[1]))
-        for s, group in ranked[:MAX_LANDING]:
+        ranked = sorted(by_landing.items(), key=lambda item: -len(item[1]))[:MAX_LANDING]
+        self._read_changes(repo, [s for s, _ in ranked])
+        for s, group in ranked:
             change = self.change(repo, s)
             if change is None or not change.complete:
                 continue
             older = [c for c in candidates if c.author_date.timestamp() <= change.committer_time]
+            at: dict[tuple[str, int], list[_Hit]] = {}
+            rest: dict[tuple[str, int], Miss] = {}
+            shown_on: dict[tuple[str, int], int] = {}
             for miss in group:
-                for candidate, how in _match(miss, change, older, file_counts):
-                    chosen[(candidate, Landed(candidate.commit, s, how))].append(miss.line)
+                key = (miss.origin.orig_path, miss.origin.orig_line)
+                shown_on[key] = miss.line
+                hits = _match(miss, change, older, file_counts, places)
+                if hits:
+                    at[key] = hits
+                else:
+                    rest[key] = miss
+            _extend(at, rest, change)
+            for key, hits in at.items():
+                for candidate, how, _ in hits:
+                    chosen[(candidate, Landed(candidate.commit, s, how))].append(shown_on[key])
         if not chosen:
             return []
         rows = self.store.evidence_of(project, repo_id, [c for c, _ in chosen])
@@ -166,6 +188,22 @@ class Rewrites:
             self._changes[key] = found
         return found
 
+    def _read_changes(self, repo: GitRepo, commits: Sequence[CommitSha]) -> None:
+        """Read the changes of ``commits`` not yet remembered, in one git process."""
+        root = str(repo.root)
+        with self._lock:
+            unknown = [c for c in commits if (root, c) not in self._changes]
+        if len(unknown) < 2:
+            return  # one is read by change() as it is needed
+        try:
+            found = changes(repo, unknown)
+        except GitError as exc:
+            log.debug("no changes read: %s", exc)
+            return
+        with self._lock:
+            for c in unknown:
+                self._changes[(root, c)] = found.get(c)
+
     def _not_in_history(
         self, repo: GitRepo, head: CommitSha, commits: Iterable[CommitSha]
     ) -> set[CommitSha]:
@@ -198,10 +236,32 @@ class Rewrites:
             log.debug("aliases not stored: %s", exc)
 
 
+_Hit = tuple[Candidate, How, int]
+"""A candidate anchor a line shows, how its change landed, and which of its lines it is."""
+
+
+_Place = tuple[CommitSha, str, int]
+
+
+def _places(candidates: Sequence[Candidate]) -> dict[int, set[_Place]]:
+    """Text hash -> the places (commit, file, line) it was recorded at, among candidates."""
+    out: dict[int, set[_Place]] = defaultdict(set)
+    for c in candidates:
+        for i, known in enumerate(c.line_hashes):
+            if known is not None:
+                out[known].add((c.commit, c.file, c.line_start + i))
+    return out
+
+
 def _match(
-    miss: Miss, change: Change, candidates: Sequence[Candidate], file_counts: Counter[int | None]
-) -> list[tuple[Candidate, How]]:
-    """The candidate anchors ``miss``'s line may show, and how its change landed."""
+    miss: Miss,
+    change: Change,
+    candidates: Sequence[Candidate],
+    file_counts: Counter[int | None],
+    recorded: dict[int, set[_Place]] | None,
+) -> list[_Hit]:
+    """The candidate anchors ``miss``'s line may show, how its change landed, and where.
+    ``recorded``: where each text was recorded, among every candidate (None: not known)."""
     origin = miss.origin
     file_change = change.files.get(origin.orig_path)
     if file_change is None:
@@ -223,20 +283,66 @@ def _match(
             and _hash_in(c, k - c.added_from) == h
         ]
         if same:
-            return [(c, "same-change") for c in same]
-    # Inside a larger or edited change: text seen once in the change, once in the file, and at
-    # one place among the candidates.
-    if h is None or change.hash_count(h) != 1 or file_counts.get(h, 0) != 1:
+            return [(c, "same-change", k - (c.added_from or 0)) for c in same]
+    # Inside a larger or edited change: text seen once in the change, once in the file, and
+    # recorded at one place, in this file (or the one it was renamed from), by a commit most
+    # of whose recorded lines the change holds (a line copied elsewhere is not its landing).
+    if h is None or recorded is None or len(recorded.get(h, ())) != 1:
         return []
-    places: dict[tuple[CommitSha, str, int], list[Candidate]] = defaultdict(list)
-    for c in candidates:
-        for i, known in enumerate(c.line_hashes):
-            if known == h:
-                places[(c.commit, c.file, c.line_start + i)].append(c)
-    if len(places) != 1:
+    if change.hash_count(h) != 1 or file_counts.get(h, 0) != 1:
         return []
-    (only,) = places.values()
-    return [(c, "squash") for c in only]
+    files = {file_change.path, file_change.old_path}
+    hits: list[_Hit] = [
+        (c, "squash", i)
+        for c in candidates
+        if c.file in files and _mostly_in(c, change)
+        for i, known in enumerate(c.line_hashes)
+        if known == h
+    ]
+    return hits
+
+
+def _mostly_in(candidate: Candidate, change: Change) -> bool:
+    """Whether the change added at least half of the candidate's recorded lines (by text)."""
+    known = [h for h in candidate.line_hashes if h is not None]
+    held = sum(1 for h in known if change.hash_count(h) > 0)
+    return bool(known) and 2 * held >= len(known)
+
+
+def _extend(
+    at: dict[tuple[str, int], list[_Hit]], rest: dict[tuple[str, int], Miss], change: Change
+) -> None:
+    """Lines next to matched lines: a line of the change whose neighbour shows an anchor's
+    line i, and whose text is that anchor's line i +/- 1, shows it too (text seen elsewhere
+    is then told apart by its place). A line too short to hash needs a matched neighbour on
+    both sides, at the same anchor. Repeated until nothing more is found."""
+    grown = True
+    while grown and rest:
+        grown = False
+        for key, _ in list(rest.items()):
+            path, n = key
+            file_change = change.files.get(path)
+            if file_change is None or file_change.ordinal(n) is None:
+                continue
+            h = file_change.hash_at(n)
+            above = _follow(at.get((path, n - 1), []), 1, h)
+            below = _follow(at.get((path, n + 1), []), -1, h)
+            both = [hit for hit in above if hit in below]
+            hits = both if h is None or (above and below) else above or below
+            if hits:
+                at[key] = hits
+                del rest[key]
+                grown = True
+
+
+def _follow(hits: list[_Hit], step: int, h: int | None) -> list[_Hit]:
+    """The anchors' next (``step`` 1) or previous (-1) lines, where their text hash is ``h``."""
+    out: list[_Hit] = []
+    for c, how, i in hits:
+        j = i + step
+        if 0 <= j < len(c.line_hashes) and c.line_hashes[j] == h:
+            out.append((c, "squash" if how == "squash" else how, j))
+    return out
 
 
 def _hash_in(candidate: Candidate, index: int) -> int | None:

@@ -213,6 +213,13 @@ class BatchWrites:
         return InsertCounts(**added)
 
 
+    def refresh_statistics(self) -> None:
+        """Bring the planner's statistics of anchors and commits up to date (after a large
+        ingest: the lookups of rewritten commits need them to use their index)."""
+        with self._connector.connection() as conn:
+            conn.execute(query("analyze_anchors"))
+
+
 def _write(conn: Connection, table: Table, rows: list[tuple[Any, ...]], copy: bool) -> int:
     """Insert ``rows`` into ``table`` (by COPY into a staging table, or row by row); returns
     how many were new."""

@@ -271,3 +271,8 @@ INSERT INTO commit_alias (project, repo, new_commit, old_commit, how)
 SELECT %(project)s, %(repo)s, x.new_commit, x.old_commit, x.how
 FROM unnest(%(new)s::text[], %(old)s::text[], %(how)s::text[]) AS x (new_commit, old_commit, how)
 ON CONFLICT DO NOTHING;
+
+-- name: analyze_anchors
+-- Fresh planner statistics after a large ingest, so lookups by line text use their index at
+-- once rather than when autovacuum gets to it (skipped with a warning if not the owner).
+ANALYZE git_anchor, git_commit;
