@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg import conninfo, sql
 
+from bench.attribution import fig_j
 from bench.corpus import (
     BIG,
     FULL,
@@ -108,6 +109,10 @@ class Bench:
                 admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         with psycopg.connect(self.dsn) as conn:
             loaded = conn.execute("SELECT to_regclass('bench_loaded')").fetchone()
+            if loaded and loaded[0] is not None:
+                from poimen_memory.store import migrate
+
+                migrate(conn)  # a store loaded by an older version gets the new schema
         if not loaded or loaded[0] is None:
             t = time.perf_counter()
             counts = load_store(self.dsn, self.records, self.size)
@@ -605,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
             "POIMEN_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    parser.add_argument("--only", default="abcdefghi", help="figures to run, e.g. 'af'")
+    parser.add_argument("--only", default="abcdefghij", help="figures to run, e.g. 'af'")
     parser.add_argument("--table", action="store_true", help="print results.json as Markdown")
     args = parser.parse_args(argv)
     if args.table:
@@ -614,7 +619,8 @@ def main(argv: list[str] | None = None) -> int:
     size = QUICK if args.quick else FULL
     bench = Bench(size, Path(args.work), args.admin_dsn, repeats=3 if args.quick else 5)
     started = time.perf_counter()
-    bench.prepare()
+    if set(args.only) - {"j"}:  # figure j builds its own repository and store
+        bench.prepare()
     steps = [
         ("ae", bench.fig_a_e),
         ("bcd", bench.fig_b_c_d),
@@ -622,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         ("g", bench.fig_g),
         ("h", bench.fig_h),
         ("i", bench.fig_i),
+        ("j", lambda: fig_j(bench)),
     ]
     for letters, step in steps:
         if set(letters) & set(args.only):
