@@ -59,6 +59,7 @@ from poimen_memory.store import Evidence, Store
 __all__ = ["CACHE_SIZES", "LookupService"]
 
 _K = TypeVar("_K", bound=tuple[Any, ...])
+_V = TypeVar("_V")
 
 # Every in-memory cache of the service, by name, with its bound (entries).
 CACHE_SIZES = {
@@ -277,17 +278,17 @@ class LookupService:
         ):
             return None
         scope = project or self.default_project or project_for(repo_id)
-        key = (scope, repo_id, rel, head)
-        with self._lock:
-            doc = self._docs.get(key)
-        if doc is None:
+
+        def compute() -> DocumentMemories | None:
             try:
                 blame = blamer.blame_file(rel, head)
             except GitError:
                 return None
-            doc = self.for_document(scope, repo_id, blame, blamer)
-            with self._lock:
-                self._docs[key] = doc
+            return self.for_document(scope, repo_id, blame, blamer)
+
+        doc = self._remembered(self._docs, (scope, repo_id, rel, head), compute)
+        if doc is None:
+            return None
         mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
         if mapping is None:
             return doc
@@ -450,18 +451,28 @@ class LookupService:
         self, blamer: Blamer, rel: str, rev: CommitSha
     ) -> tuple[list[int | None], Counter[int | None]] | None:
         """The text hash of each line of ``rel`` at ``rev``, and how often each occurs."""
-        key = (str(blamer.repo.root), rel, rev)
-        with self._lock:
-            hit = self._line_hashes.get(key)
-        if hit is None:
+
+        def compute() -> tuple[list[int | None], Counter[int | None]] | None:
             try:
-                data = blamer.head_blob(rel, rev)
+                by_line = file_hashes(blamer.head_blob(rel, rev))
             except GitError:
                 return None
-            by_line = file_hashes(data)
-            hit = (by_line, Counter(by_line))
-            with self._lock:
-                self._line_hashes[key] = hit
+            return by_line, Counter(by_line)
+
+        return self._remembered(self._line_hashes, (str(blamer.repo.root), rel, rev), compute)
+
+    def _remembered(
+        self, cache: MutableMapping[_K, _V], key: _K, compute: Callable[[], _V | None]
+    ) -> _V | None:
+        """``cache[key]``, computed (outside the lock) and kept when missing; None is not
+        kept."""
+        with self._lock:
+            hit = cache.get(key)
+        if hit is None:
+            hit = compute()
+            if hit is not None:
+                with self._lock:
+                    cache[key] = hit
         return hit
 
     def _by_git_literal(self, req: ByGitRequest, project: ProjectId) -> LookupResult:

@@ -212,7 +212,6 @@ class BatchWrites:
                 conn.execute(query("notify"), {"channel": channel, "payload": payload})
         return InsertCounts(**added)
 
-
     def refresh_statistics(self) -> None:
         """Bring the planner's statistics of anchors and commits up to date (after a large
         ingest: the lookups of rewritten commits need them to use their index)."""
