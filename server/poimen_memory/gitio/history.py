@@ -62,6 +62,7 @@ _LOG_ARGS = (
     "--dst-prefix=b/",
     "--full-index",
     "--no-notes",
+    "--no-mailmap",  # a repository's mailmap.file may name anything: /dev/zero, a FIFO
     "--format=%x00poimen-change %H %P %ct",
     "--",
 )
