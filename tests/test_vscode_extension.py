@@ -329,6 +329,7 @@ async def test_extension_logic_drives_the_real_server(build: Build, world: World
         "enabled": True,
         "excerptLength": 400,
         "markup": "auto",
+        "history": 0,
     }
 
     client = await _client(world, data["init"], data["pulled"])

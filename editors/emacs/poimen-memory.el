@@ -64,7 +64,8 @@ With a virtual environment:
   "Server settings: a plist sent as initializationOptions under poimenMemory.
 For example (:project \"demo\" :hover (:excerptLength 800)
 :codeLens (:enabled :json-false)).  Keys: :dsn, :project, :repo,
-:hover (:enabled :excerptLength :markup :history), :codeLens (:enabled :fileSummary),
+:hover (:enabled :excerptLength :markup :history),
+:codeLens (:enabled :fileSummary),
 :blame (:maxFileBytes :maxFileLines :detectMoves) and :logLevel.
 Write false as :json-false."
   :type '(plist :key-type symbol :value-type sexp))

@@ -27,6 +27,7 @@ export const SERVER_SETTINGS = [
   "hover.enabled",
   "hover.excerptLength",
   "hover.markup",
+  "hover.history",
   "codeLens.enabled",
   "codeLens.fileSummary",
   "blame.maxFileBytes",

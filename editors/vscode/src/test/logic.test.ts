@@ -116,7 +116,7 @@ describe("settings", () => {
         dsn: "postgresql://db/x",
         project: null,
         repo: null,
-        hover: { enabled: false, excerptLength: 400, markup: "auto" },
+        hover: { enabled: false, excerptLength: 400, markup: "auto", history: 0 },
         codeLens: { enabled: true, fileSummary: false },
         blame: { maxFileBytes: 2000000, maxFileLines: 100000, detectMoves: false },
         logLevel: "warning",
