@@ -14,7 +14,7 @@ Precision comes first. An anchor of a commit O is shown on a line of S only when
 - or, next to such a line, it is the same anchor's next (or previous) line, with the same text
   (a line too short to hash: with matched lines on both sides).
 
-A miss costs one indexed query (anchors by line-text hash, and the aliases known for S); only
+A miss costs one indexed query (anchors by line-text hash); only
 when that finds candidates does git run: first to tell which candidate commits are still in
 HEAD's history (usually all: then nothing more runs), then one process for S's change; both
 answers are remembered. What is found is
@@ -101,8 +101,8 @@ class Rewrites:
             return []
         landing = list(dict.fromkeys(m.origin.commit for m in misses))
         paths = Counter(m.origin.orig_path for m in misses)
-        candidates, aliases = self.store.rewrite_candidates(
-            project, repo_id, hashes, landing, landing, paths.most_common(1)[0][0]
+        candidates = self.store.rewrite_candidates(
+            project, repo_id, hashes, landing, paths.most_common(1)[0][0]
         )
         if not candidates:
             return []
@@ -122,13 +122,12 @@ class Rewrites:
         for m in misses:
             if m.origin.commit in hopeful:  # all its lines: trivial ones may match by place
                 by_landing[m.origin.commit].append(m)
-        known = {(a.old, a.new) for a in aliases}
         # (candidate, landed) -> lines; the landing commits with the most lines to match first.
         chosen: dict[tuple[Candidate, Landed], list[int]] = defaultdict(list)
         ranked = sorted(by_landing.items(), key=lambda item: -len(item[1]))[:MAX_LANDING]
-        self._read_changes(repo, [s for s, _ in ranked])
+        landings = self.changes_of(repo, [s for s, _ in ranked])
         for s, group in ranked:
-            change = self.change(repo, s)
+            change = landings[s]
             if change is None or not change.complete:
                 continue
             older = [c for c in candidates if c.author_date.timestamp() <= change.committer_time]
@@ -165,44 +164,32 @@ class Rewrites:
             row = by_place.get((c.node, c.commit, c.file, c.line_start, c.line_end))
             if row is not None:
                 found.append(Found(row, landed, tuple(sorted(set(lines)))))
-        new = {
-            Alias(f.landed.recorded, f.landed.landed, f.landed.how)
-            for f in found
-            if (f.landed.recorded, f.landed.landed) not in known
-        }
+        new = {Alias(f.landed.recorded, f.landed.landed, f.landed.how) for f in found}
         self._remember(project, repo_id, sorted(new, key=lambda a: (a.new.value, a.old.value)))
         return found
 
     def change(self, repo: GitRepo, commit: CommitSha) -> Change | None:
         """What ``commit`` changed (first parent), remembered; None when git cannot say."""
-        key = (str(repo.root), commit)
-        with self._lock:
-            if key in self._changes:
-                return self._changes[key]
-        try:
-            found = changes(repo, [commit]).get(commit)
-        except GitError as exc:
-            log.debug("no change read for %s: %s", commit.short(), exc)
-            found = None
-        with self._lock:
-            self._changes[key] = found
-        return found
+        return self.changes_of(repo, [commit])[commit]
 
-    def _read_changes(self, repo: GitRepo, commits: Sequence[CommitSha]) -> None:
-        """Read the changes of ``commits`` not yet remembered, in one git process."""
+    def changes_of(
+        self, repo: GitRepo, commits: Sequence[CommitSha]
+    ) -> dict[CommitSha, Change | None]:
+        """What ``commits`` changed; those not remembered are read in one git process."""
         root = str(repo.root)
         with self._lock:
-            unknown = [c for c in commits if (root, c) not in self._changes]
-        if len(unknown) < 2:
-            return  # one is read by change() as it is needed
-        try:
-            found = changes(repo, unknown)
-        except GitError as exc:
-            log.debug("no changes read: %s", exc)
-            return
-        with self._lock:
-            for c in unknown:
-                self._changes[(root, c)] = found.get(c)
+            known = {c: self._changes[(root, c)] for c in commits if (root, c) in self._changes}
+        unknown = [c for c in dict.fromkeys(commits) if c not in known]
+        if unknown:
+            try:
+                found = changes(repo, unknown)
+            except GitError as exc:
+                log.debug("no changes read: %s", exc)
+                found = {}
+            with self._lock:
+                for c in unknown:
+                    known[c] = self._changes[(root, c)] = found.get(c)
+        return known
 
     def _not_in_history(
         self, repo: GitRepo, head: CommitSha, commits: Iterable[CommitSha]
@@ -341,7 +328,7 @@ def _follow(hits: list[_Hit], step: int, h: int | None) -> list[_Hit]:
     for c, how, i in hits:
         j = i + step
         if 0 <= j < len(c.line_hashes) and c.line_hashes[j] == h:
-            out.append((c, "squash" if how == "squash" else how, j))
+            out.append((c, how, j))
     return out
 
 

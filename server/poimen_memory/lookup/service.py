@@ -380,8 +380,6 @@ class LookupService:
         covered = {n for hits in lines_of.values() for n in hits}
         missed = [(o, o.line, o.line) for o in origins if o.line not in covered]
         found = self._find_rewritten(project, repo_id, blamer, blame.path, blame.rev, missed)
-        if not found:
-            return assemble(repo_id, matched, lines_of)
         return _with_rewritten(repo_id, matched, lines_of, found)
 
     def _at_origin(

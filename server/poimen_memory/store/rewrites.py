@@ -57,16 +57,13 @@ class RewriteReads(EvidenceReads):
         repo: RepoId,
         hashes: Iterable[int],
         exclude: Iterable[CommitSha],
-        landed: Iterable[CommitSha] = (),
         file: str = "",
-    ) -> tuple[list[Candidate], list[Alias]]:
+    ) -> list[Candidate]:
         """Anchors holding any of ``hashes`` at commits other than ``exclude`` (those in
-        ``file`` first), and the aliases known for the ``landed`` commits: one round trip,
-        two indexed statements."""
+        ``file`` first): one indexed statement."""
         wanted = sorted(set(hashes))
-        targets = list(dict.fromkeys(landed))
         if not wanted:
-            return [], []
+            return []
         with (
             self._connector.connection() as conn,
             conn.cursor(row_factory=tuple_row) as cur,
@@ -82,19 +79,11 @@ class RewriteReads(EvidenceReads):
                     "max_anchors": MAX_CANDIDATES,
                 },
             ).fetchall()
-            aliases = (
-                cur.execute(
-                    query("aliases_to"),
-                    {"project": project, "repo": repo, "commits": [c.value for c in targets]},
-                ).fetchall()
-                if targets
-                else []
-            )
-        candidates = [
+        return [
             Candidate(
                 Sha256Hash(node),
                 CommitSha(sha),
-                file,
+                file_,
                 start,
                 end,
                 tuple(hashes_ or ()),
@@ -102,15 +91,11 @@ class RewriteReads(EvidenceReads):
                 patch_id,
                 author_date,
             )
-            for node, sha, file, start, end, hashes_, added_from, patch_id, author_date in rows
-        ]
-        return candidates, [
-            Alias(CommitSha(o), CommitSha(n), "squash" if how == "squash" else "same-change")
-            for n, o, how in aliases
+            for node, sha, file_, start, end, hashes_, added_from, patch_id, author_date in rows
         ]
 
     def record_aliases(self, project: ProjectId, repo: RepoId, aliases: Sequence[Alias]) -> None:
-        """Store aliases (known ones are left as they are)."""
+        """Store aliases (known ones are left as they are: the insert is idempotent)."""
         if not aliases:
             return
         with self._connector.connection() as conn:

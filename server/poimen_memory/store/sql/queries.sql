@@ -261,11 +261,6 @@ WHERE a.project = %(project)s AND a.repo = %(repo)s
 ORDER BY a.file = %(file)s DESC, a.commit_sha, a.file, a.line_start, a.node_sha256
 LIMIT %(max_anchors)s;
 
--- name: aliases_to
--- Rewritten commits known to have landed as any of the given commits.
-SELECT new_commit, old_commit, how FROM commit_alias
-WHERE project = %(project)s AND repo = %(repo)s AND new_commit = ANY(%(commits)s::text[]);
-
 -- name: insert_aliases
 INSERT INTO commit_alias (project, repo, new_commit, old_commit, how)
 SELECT %(project)s, %(repo)s, x.new_commit, x.old_commit, x.how
