@@ -149,14 +149,25 @@ def enrich(
         for r in d.anchors
         if isinstance(r, TraceRange) and resolved.get(r.revision) is not None
     }
-    blamed_past = 0
+    # Lines named at past commits: one blame per (commit, file) of just those lines.
+    named: dict[tuple[CommitSha, str], list[tuple[int, int]]] = defaultdict(list)
+    for d in wanted:
+        for r in d.anchors:
+            at = resolved.get(r.commit) if isinstance(r, LinesAtCommit) else None
+            if isinstance(r, LinesAtCommit) and at is not None:
+                named[(at, r.file)].append((r.start, r.end))
+    # One progress count over every (commit, file) blamed at a past commit.
+    to_blame = past | set(named)
+    blamed: set[tuple[CommitSha, str]] = set()
+
+    def blaming(key: tuple[CommitSha, str]) -> None:
+        if on_progress and key in to_blame and key not in blamed:
+            on_progress("blaming at past commits", len(blamed), len(to_blame))
+            blamed.add(key)
 
     def blame_at(file: str, at: CommitSha) -> Blame:
-        nonlocal blamed_past
         if (file, at) not in blames:
-            if on_progress and (at, file) in past:
-                on_progress("blaming at past commits", blamed_past, len(past))
-                blamed_past += 1
+            blaming((at, file))
             try:
                 blames[(file, at)] = blamer.blame_file(file, at)
             except GitError as exc:
@@ -166,13 +177,6 @@ def enrich(
             raise _Bad(f"{file}: {found}")
         return found
 
-    # Lines named at past commits: one blame per (commit, file) of just those lines.
-    named: dict[tuple[CommitSha, str], list[tuple[int, int]]] = defaultdict(list)
-    for d in wanted:
-        for r in d.anchors:
-            at = resolved.get(r.commit) if isinstance(r, LinesAtCommit) else None
-            if isinstance(r, LinesAtCommit) and at is not None:
-                named[(at, r.file)].append((r.start, r.end))
     origins_at: dict[tuple[CommitSha, str], dict[int, BlameLine] | None] = {}
     # What the named commits changed (one process): lines a commit added are its own, and
     # need no blame when blame would say so too (no ignore-revs, no moves, not a merge).
@@ -187,8 +191,7 @@ def enrich(
         the end of the file (or git cannot say)."""
         key = (at, file)
         if key not in origins_at:
-            if on_progress:
-                on_progress("blaming at past commits", len(origins_at), len(named))
+            blaming(key)
             ranges = _merged(named.get(key, []))
             own = _added_by(changed.get(at), file, ranges) if by_diff else {}
             rest = [r for r in ranges if r[0] not in own]
@@ -208,8 +211,8 @@ def enrich(
         except _Bad as exc:
             out.reject(d, f"anchors: {exc}")
             pending.pop(d.local_id, None)
-    if on_progress and (past or named):
-        on_progress("blaming at past commits", len(named), len(named))
+    if on_progress and to_blame:
+        on_progress("blaming at past commits", len(to_blame), len(to_blame))
 
     # 3. commit metadata from the repository, for every commit an anchor points at, and the
     #    changes of the commits origin anchors point at (one process each).
