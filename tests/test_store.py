@@ -238,6 +238,8 @@ def test_every_key_starts_with_project(store_dsn: str) -> None:
         "git_commit",
         "git_anchor",
         "commit_alias",
+        "blame_file",
+        "blame_run",
     }
     assert all(r[2] == "project" for r in rows), rows
 

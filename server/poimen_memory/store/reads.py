@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from poimen_memory.domain import Level, MemoryNode, ProjectId, Sha256Hash
+from poimen_memory.store.blames import blame_counts
 from poimen_memory.store.connector import Connector
 from poimen_memory.store.migrations import applied_versions, available
 from poimen_memory.store.queries import query
@@ -34,6 +35,8 @@ class StoreStatus:
     anchors: int = 0
     commits: int = 0
     projects: int = 0
+    blame_files: int = 0
+    blame_runs: int = 0
 
 
 def node_from_row(row: Mapping[str, Any]) -> MemoryNode:
@@ -122,6 +125,7 @@ class NodeReads:
                 for row in conn.execute(query("status_levels")).fetchall()
             }
             counts = conn.execute(query("status_counts")).fetchone()
+            blame_files, blame_runs = blame_counts(conn)
         assert counts is not None
         return StoreStatus(
             schema_version=max(versions),
@@ -131,4 +135,6 @@ class NodeReads:
             anchors=int(counts["anchors"]),
             commits=int(counts["commits"]),
             projects=int(counts["projects"]),
+            blame_files=blame_files,
+            blame_runs=blame_runs,
         )

@@ -3,6 +3,13 @@
 
 from __future__ import annotations
 
+from poimen_memory.store.blames import (
+    EVICT_EVERY,
+    MAX_BLAME_RUNS,
+    MAX_BLAMES,
+    BlameCacheStore,
+    SharedBlame,
+)
 from poimen_memory.store.connection import CONNECT_TIMEOUT_S
 from poimen_memory.store.connector import Connector
 from poimen_memory.store.evidence import Evidence
@@ -16,13 +23,14 @@ __all__ = [
     "Candidate",
     "Evidence",
     "InsertCounts",
+    "SharedBlame",
     "Store",
     "StoreStatus",
     "WalkedNode",
 ]
 
 
-class Store(BatchWrites, NodeReads, RewriteReads):
+class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore):
     """A connection pool over one Postgres database holding the poimen-memory schema."""
 
     def __init__(
@@ -34,13 +42,21 @@ class Store(BatchWrites, NodeReads, RewriteReads):
         statement_timeout_ms: int | None = None,
         lazy: bool = False,
         retry_interval: float = 1.0,
+        max_blames: int = MAX_BLAMES,
+        max_blame_runs: int = MAX_BLAME_RUNS,
+        blame_evict_every: int = EVICT_EVERY,
     ) -> None:
         """Connect (failing within ``timeout`` seconds with StoreUnavailable, unless ``lazy``).
 
         A lost server is not fatal: the pool is dropped, and the next use at least
         ``retry_interval`` seconds later connects afresh, so the store comes back by itself.
         A statement timeout bounds every query, for callers that must answer quickly.
+        The shared blame cache keeps at most ``max_blames`` files and ``max_blame_runs`` runs,
+        checked every ``blame_evict_every`` puts (``store.blames``).
         """
+        self.configure_blame_cache(
+            max_blames=max_blames, max_runs=max_blame_runs, evict_every=blame_evict_every
+        )
         self._connector = Connector(
             dsn,
             max_size=max_size,

@@ -271,3 +271,91 @@ ON CONFLICT DO NOTHING;
 -- Fresh planner statistics after a large ingest, so lookups by line text use their index at
 -- once rather than when autovacuum gets to it (skipped with a warning if not the owner).
 ANALYZE git_anchor, git_commit;
+
+-- name: blame_put_file
+-- The header of a shared blame (store.blames), inserted or replaced; its runs follow in the
+-- same transaction. Also draws the put's number from the sequence every process shares: each
+-- so many puts, one checks the cache's bound.
+INSERT INTO blame_file AS b
+    (project, repo, path, commit_sha, fingerprint, blob_id, line_count, run_count, commits,
+     est_bytes)
+VALUES (%(project)s, %(repo)s, %(path)s, %(commit)s, %(fingerprint)s, %(blob_id)s,
+        %(line_count)s, %(run_count)s, %(commits)s, %(est_bytes)s)
+ON CONFLICT (project, repo, path, fingerprint, commit_sha) DO UPDATE
+SET blob_id = EXCLUDED.blob_id, line_count = EXCLUDED.line_count,
+    run_count = EXCLUDED.run_count, commits = EXCLUDED.commits,
+    est_bytes = EXCLUDED.est_bytes, used_at = now()
+RETURNING b.id, nextval('blame_put_seq') AS put_no;
+
+-- name: blame_delete_runs
+-- The runs a replaced blame had (a statement of its own: it must see runs committed while
+-- blame_put_file waited for the header's lock).
+DELETE FROM blame_run WHERE project = %(project)s AND file_id = %(file_id)s;
+
+-- name: blame_put_runs
+INSERT INTO blame_run (project, file_id, seq, orig_commit, orig_path, orig_start, length)
+SELECT %(project)s, %(file_id)s, r.n - 1, r.orig_commit, r.orig_path, r.orig_start, r.length
+FROM unnest(%(orig_commit)s::text[], %(orig_path)s::text[], %(orig_start)s::int[],
+            %(length)s::int[]) WITH ORDINALITY AS r (orig_commit, orig_path, orig_start, length, n);
+
+-- name: blame_get
+-- One blame with its runs as arrays in order, in one round trip. Marks it used, but only when
+-- its mark is older than touch_after_s seconds: most reads write nothing.
+WITH f AS (
+    SELECT id, blob_id, line_count, run_count, commits, used_at
+    FROM blame_file
+    WHERE project = %(project)s AND repo = %(repo)s AND path = %(path)s
+      AND fingerprint = %(fingerprint)s AND commit_sha = %(commit)s
+), touched AS (
+    UPDATE blame_file b SET used_at = now()
+    FROM f
+    WHERE b.project = %(project)s AND b.id = f.id
+      AND f.used_at < now() - make_interval(secs => %(touch_after_s)s::float8)
+)
+SELECT f.blob_id, f.line_count, f.run_count, f.commits,
+       r.orig_commits, r.orig_paths, r.orig_starts, r.lengths
+FROM f
+CROSS JOIN LATERAL (
+    SELECT coalesce(array_agg(r.orig_commit ORDER BY r.seq), '{}') AS orig_commits,
+           coalesce(array_agg(r.orig_path ORDER BY r.seq), '{}') AS orig_paths,
+           coalesce(array_agg(r.orig_start ORDER BY r.seq), '{}') AS orig_starts,
+           coalesce(array_agg(r.length ORDER BY r.seq), '{}') AS lengths
+    FROM blame_run r
+    WHERE r.project = %(project)s AND r.file_id = f.id
+) r;
+
+-- name: blame_at_commits
+-- Which of the given commits have a stored blame of (repo, path, fingerprint): one range of
+-- the key's index.
+SELECT commit_sha
+FROM blame_file
+WHERE project = %(project)s AND repo = %(repo)s AND path = %(path)s
+  AND fingerprint = %(fingerprint)s AND commit_sha = ANY(%(commits)s::text[]);
+
+-- name: blame_evict_lock
+-- Only one process evicts at a time (two deleting the same rows in another order could
+-- deadlock); the others find the lock taken and leave it to that one.
+SELECT pg_try_advisory_xact_lock(%(key)s) AS got;
+
+-- name: blame_evict
+-- Keep the most recently used files while both their number and their runs stay within the
+-- bound; delete the rest (their runs go with them). Reads only the headers.
+WITH ranked AS (
+    SELECT project, id,
+           row_number() OVER newest AS files_upto,
+           sum(run_count) OVER newest AS runs_upto
+    FROM blame_file
+    WINDOW newest AS (ORDER BY used_at DESC, id DESC ROWS UNBOUNDED PRECEDING)
+)
+DELETE FROM blame_file b
+USING ranked k
+WHERE b.project = k.project AND b.id = k.id
+  AND (k.files_upto > %(max_files)s OR k.runs_upto > %(max_runs)s);
+
+-- name: blame_status
+-- The shared blame cache's size for `mem db status`, from the headers' run counts.
+SELECT count(*) AS files, coalesce(sum(run_count), 0) AS runs FROM blame_file;
+
+-- name: blame_cache_present
+-- Whether the schema has the shared blame cache (a database not migrated to it has none).
+SELECT to_regclass('blame_file') IS NOT NULL AS present;
