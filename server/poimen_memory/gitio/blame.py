@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.errors import BinaryFile, GitFailed
 
-__all__ = ["Blame", "BlameCommit", "BlameLine", "c_unquote", "parse_porcelain"]
+__all__ = ["Blame", "BlameCommit", "BlameLine", "c_unquote", "differences", "parse_porcelain"]
 
 _HEADER = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) (\d+) (\d+)(?: (\d+))?$")
 
@@ -46,15 +46,39 @@ class Blame:
     lines: tuple[BlameLine, ...]
     commits: dict[CommitSha, BlameCommit] = field(hash=False)
     complete: bool = True
+    _index: dict[int, BlameLine] | None = field(
+        default=None, init=False, compare=False, repr=False, hash=False
+    )
 
     def origin(self, line: int) -> BlameLine | None:
         """The origin of ``line`` (1-based) in ``rev``, or None when it is not in this blame."""
         if self.complete:
             return self.lines[line - 1] if 1 <= line <= len(self.lines) else None
-        for entry in self.lines:
-            if entry.line == line:
-                return entry
-        return None
+        return self.by_line().get(line)
+
+    def by_line(self) -> dict[int, BlameLine]:
+        """The lines of a partial blame by number (built once)."""
+        index = self._index
+        if index is None:
+            index = {entry.line: entry for entry in self.lines}
+            object.__setattr__(self, "_index", index)
+        return index
+
+
+def differences(mine: Blame, truth: Blame) -> list[tuple[int, BlameLine | None, BlameLine | None]]:
+    """(line, mine, git's) for every line whose commit, original path or original line
+    differ between two blames of one file (None: the line is missing from that blame)."""
+
+    def origin(entry: BlameLine | None) -> tuple[object, ...] | None:
+        return None if entry is None else (entry.commit, entry.orig_path, entry.orig_line)
+
+    have = {entry.line: entry for entry in mine.lines}
+    want = {entry.line: entry for entry in truth.lines}
+    return [
+        (n, have.get(n), want.get(n))
+        for n in sorted(have.keys() | want.keys())
+        if origin(have.get(n)) != origin(want.get(n))
+    ]
 
 
 _ESCAPES = {

@@ -49,6 +49,8 @@ class BlameSettings:
     args: tuple[str, ...]
     config: tuple[str, ...]
     fingerprint: str
+    shared_fingerprint: str = ""
+    ignored: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +108,42 @@ class BlameConfig:
             digest.update(part.encode("utf-8", "surrogateescape") + b"\x00")
         for data in contents.values():
             digest.update(b"-\x00" if data is None else b"%d\x00%s" % (len(data), data))
-        return BlameSettings(args, config, digest.hexdigest()[:32])
+        ignored = frozenset(
+            found.lower()
+            for path in usable
+            for found in re.findall(rb"^\s*([0-9a-fA-F]{40,64})", contents[path] or b"", re.M)
+            for found in [found.decode("ascii")]
+        )
+        return BlameSettings(
+            args, config, digest.hexdigest()[:32], self._shared(usable, contents, config), ignored
+        )
+
+    def _shared(
+        self, usable: list[Path], contents: dict[Path, bytes | None], config: tuple[str, ...]
+    ) -> str:
+        # What a blame depends on besides history, with no path of this machine in it: the
+        # flags, the ignore-revs lists in force, the mailmap files and blob as git reads them.
+        # Equal in two clones with the same settings, so their blames can be shared.
+        flags = list(_BLAME_FLAGS)
+        if self.detect_moves:
+            flags.extend(_MOVE_FLAGS)
+        digest = hashlib.sha256(("shared-1 " + " ".join(flags)).encode("ascii"))
+        for path in usable:
+            listed = contents[path] or b""
+            digest.update(b"ignore-revs %d\x00%s" % (len(listed), listed))
+        mailmaps = [self.root / ".mailmap"]
+        if "mailmap.file=" not in config and self.mailmap_files and self.mailmap_files[-1]:
+            mailmaps.append(self._path(self.mailmap_files[-1]))
+        for path in mailmaps:
+            mailmap = contents.get(path)
+            digest.update(
+                b"mailmap -\x00"
+                if mailmap is None
+                else b"mailmap %d\x00%s" % (len(mailmap), mailmap)
+            )
+        for part in config:
+            digest.update(part.encode("utf-8", "surrogateescape") + b"\x00")
+        return digest.hexdigest()[:32]
 
     def _mailmap_file(self, contents: dict[Path, bytes | None]) -> tuple[str, ...]:
         # git reads the last mailmap.file, through links and whatever its size: unless it is

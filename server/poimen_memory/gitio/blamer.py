@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 
 from cachetools import LRUCache
@@ -19,9 +20,16 @@ from poimen_memory.gitio.cache import (
     CacheKey,
 )
 from poimen_memory.gitio.errors import GitError
+from poimen_memory.gitio.incremental import Unsupported, blame_from, checkpoint_candidates
 from poimen_memory.gitio.repo import GitRepo
+from poimen_memory.gitio.shared import SharedBlames, decode, encode
 
 __all__ = ["Blamer"]
+
+log = logging.getLogger(__name__)
+
+_LADDER = (16, 256)
+"""Commits touching a file searched for a checkpoint: the nearest first, then further."""
 
 _FileAt = tuple[str, CommitSha]  # (path, revision)
 
@@ -34,9 +42,13 @@ class Blamer:
     in memory is a bounded LRU (sizes in gitio.cache) behind one lock.
     """
 
-    def __init__(self, repo: GitRepo, cache: BlameCache) -> None:
+    def __init__(
+        self, repo: GitRepo, cache: BlameCache, shared: SharedBlames | None = None
+    ) -> None:
         self.repo = repo
         self.cache = cache
+        self.shared = shared
+        self.sources: dict[str, int] = {"git": 0, "incremental": 0, "shared": 0}
         self._lock = threading.Lock()
         self._scope: str | None = None
         self._last: LRUCache[_FileAt, CommitSha] = LRUCache(LAST_COMMITS)
@@ -114,16 +126,153 @@ class Blamer:
         return self.cache.get(self.key(path, rev), rev)
 
     def blame_file(self, path: str, rev: CommitSha | None = None) -> Blame:
-        """The whole-file blame of ``path`` at ``rev`` (HEAD by default), cached."""
+        """The whole-file blame of ``path`` at ``rev`` (HEAD by default): from the local
+        cache, else the shared one, else from the nearest cached ancestor's blame and the
+        commits since (identical to git's), else from ``git blame``; then cached."""
         at = self.repo.head() if rev is None else rev
         key = self.key(path, at)
         hit = self.cache.get(key, at)
         if hit is not None:
             return hit
         # Blaming the last commit that touched the file gives the same lines as blaming `at`.
-        blame = self.repo.blame(path, key.commit)
+        blame, source = self._compute(path, key.commit)
         self.cache.put(key, blame)
+        if source != "shared":
+            self._share(blame)
         return self.cache.get(key, at) or blame
+
+    def blame_known(self, path: str, rev: CommitSha | None = None) -> tuple[Blame, str]:
+        """blame_file() and where the answer came from: ``cache``, ``shared``,
+        ``incremental`` or ``git`` (``mem blame`` shows it)."""
+        at = self.repo.head() if rev is None else rev
+        key = self.key(path, at)
+        hit = self.cache.get(key, at)
+        if hit is not None:
+            return hit, "cache"
+        blame, source = self._compute(path, key.commit)
+        self.cache.put(key, blame)
+        if source != "shared":
+            self._share(blame)
+        return self.cache.get(key, at) or blame, source
+
+    def _compute(self, path: str, last: CommitSha) -> tuple[Blame, str]:
+        known = self._known(path, last)
+        if known is not None:
+            return known
+        self.sources["git"] += 1
+        return self.repo.blame(path, last), "git"
+
+    def _known(self, path: str, last: CommitSha) -> tuple[Blame, str] | None:
+        """The blame at ``last`` without running git blame: shared, or incremental."""
+        found = self._from_shared(path, last)
+        if found is not None:
+            return found, "shared"
+        found = self._incremental(path, last)
+        if found is not None:
+            return found, "incremental"
+        return None
+
+    # -- the shared cache and checkpoints ------------------------------------------------
+
+    def _from_shared(self, path: str, last: CommitSha) -> Blame | None:
+        """The shared row for (path, last), once this repository vouches for it."""
+        if self.shared is None:
+            return None
+        row = self.shared.get(path, last.value, self.repo.shared_blame_fingerprint())
+        if row is None or row.path != path or row.commit != last.value:
+            return None
+        blame = self._trusted(row, last)
+        if blame is not None:
+            self.sources["shared"] += 1
+        return blame
+
+    def _trusted(self, row: object, rev: CommitSha) -> Blame | None:
+        from poimen_memory.gitio.shared import SharedBlameRow
+
+        assert isinstance(row, SharedBlameRow)
+        try:
+            if self.repo.blob_id(rev, row.path) != row.blob_id:
+                log.debug("shared blame of %s at %s: another blob; not used", row.path, rev.short())
+                return None
+            blame = decode(row, rev)
+            if blame is None:
+                return None
+            named = [(sha, None) for sha in blame.commits]
+            if len(self.repo.existing(named)) != len(named):
+                log.debug("shared blame of %s: commits this clone lacks; not used", row.path)
+                return None
+        except GitError:
+            return None
+        return blame
+
+    def _share(self, blame: Blame) -> None:
+        shared = self.shared
+        if shared is None or not blame.complete:
+            return
+        try:
+            blob = self.repo.blob_id(blame.rev, blame.path)
+            fingerprint = self.repo.shared_blame_fingerprint()
+        except GitError:
+            return
+        if blob is None:
+            return
+        shared.put(encode(blame, fingerprint, blob))
+
+    def _incremental(self, path: str, last: CommitSha) -> Blame | None:
+        """The blame at ``last`` from the nearest ancestor whose blame is known, or None."""
+        try:
+            checkpoint = self._checkpoint(path, last)
+            if checkpoint is None:
+                return None
+            blame = blame_from(self.repo, checkpoint, last, path, self._cached_at)
+        except Unsupported as exc:
+            log.debug("blame of %s at %s by git: %s", path, last.short(), exc)
+            return None
+        except GitError as exc:
+            log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
+            return None
+        self.sources["incremental"] += 1
+        return blame
+
+    def _cached_at(self, rev: CommitSha, path: str) -> Blame | None:
+        # A commit outside an incremental walk: its whole-file blame if cached here.
+        try:
+            return self.cached(path, rev)
+        except GitError:
+            return None
+
+    def _checkpoint(self, path: str, last: CommitSha) -> Blame | None:
+        fingerprint = self.repo.blame_fingerprint()
+        local = self.cache.has_path(self._repo_key(), path, fingerprint)
+        if not local and self.shared is None:
+            return None
+        shared_fp = self.repo.shared_blame_fingerprint()
+        for depth in _LADDER:
+            candidates = checkpoint_candidates(self.repo, path, last, depth)
+            if not candidates:
+                return None
+            cached = (
+                self.cache.cached_commits(self._repo_key(), path, fingerprint, candidates)
+                if local
+                else set()
+            )
+            shared: set[str] = set()
+            if self.shared is not None:
+                shared = self.shared.commits_with(path, shared_fp, [c.value for c in candidates])
+            for candidate in candidates:
+                if candidate in cached:
+                    found = self.cache.get(self._key(path, candidate), candidate)
+                    if found is not None:
+                        return found
+                if candidate.value in shared:
+                    row = self.shared.get(path, candidate.value, shared_fp) if self.shared else None
+                    blame = self._trusted(row, candidate) if row is not None else None
+                    if blame is not None:
+                        self.cache.put(self._key(path, candidate), blame)
+                        return blame
+            if len(candidates) < depth:
+                return None
+        return None
 
     def origin(
         self, path: str, line: int, rev: CommitSha | None = None, *, warm: bool = False
@@ -141,6 +290,20 @@ class Blamer:
         with self._lock:
             if (path, at, line) in self._lines:
                 return self._lines[(path, at, line)]
+        if self.shared is not None or self.cache.has_path(
+            self._repo_key(), path, self.repo.blame_fingerprint()
+        ):
+            # A blame of this file is known somewhere: the whole file from it (a query, or
+            # the commits since an earlier one) costs less than git's one line.
+            if last is None:
+                last = self.repo.last_commit(path, at)
+                self._remember_last(path, at, last)
+            known = self._known(path, last)
+            if known is not None:
+                self.cache.put(self._key(path, last), known[0])
+                if known[1] != "shared":
+                    self._share(known[0])
+                return known[0].origin(line)
         # Blaming `at` gives the same lines as blaming the last commit touching the file.
         found_line = self.repo.blame(path, at, (line, line)).origin(line)
         with self._lock:

@@ -196,6 +196,54 @@ class BlameCache:
             self._memory[key] = blame
             return blame
 
+    def has_path(self, repo: str, path: str, fingerprint: str) -> bool:
+        """Whether any blame of ``path`` is cached for ``repo`` (a CacheKey's repository) with
+        these settings: when none is, no checkpoint can be found and none is looked for."""
+        with self._lock:
+            if any(
+                k.repo == repo and k.path == path and k.fingerprint == fingerprint
+                for k in self._memory
+            ):
+                return True
+            if self._db is None:
+                return False
+            try:
+                row = self._db.execute(
+                    "SELECT 1 FROM blame WHERE repo = ? AND path = ? AND fingerprint = ? LIMIT 1",
+                    (repo, path, fingerprint),
+                ).fetchone()
+            except sqlite3.Error:
+                return False
+            return row is not None
+
+    def cached_commits(
+        self, repo: str, path: str, fingerprint: str, commits: list[CommitSha]
+    ) -> set[CommitSha]:
+        """Which of ``commits`` have a cached blame of ``path`` (memory or disk)."""
+        wanted = {c.value: c for c in commits}
+        with self._lock:
+            found = {
+                k.commit
+                for k in self._memory
+                if k.repo == repo and k.path == path and k.fingerprint == fingerprint
+                and k.commit.value in wanted
+            }  # fmt: skip
+            if self._db is None:
+                return found
+            values = list(wanted)
+            try:
+                for start in range(0, len(values), 500):
+                    chunk = values[start : start + 500]
+                    rows = self._db.execute(
+                        "SELECT commit_sha FROM blame WHERE repo = ? AND path = ?"
+                        f" AND fingerprint = ? AND commit_sha IN ({','.join('?' * len(chunk))})",
+                        (repo, path, fingerprint, *chunk),
+                    ).fetchall()
+                    found.update(wanted[r[0]] for r in rows if r[0] in wanted)
+            except sqlite3.Error:
+                pass
+        return found
+
     def line(self, key: CacheKey, line: int) -> BlameLine | bool | None:
         """One line of a cached blame: the BlameLine, None past the end, False on a miss."""
         with self._lock:

@@ -205,6 +205,19 @@ class GitRepo:
             )
         return found
 
+    def resolve_rev(self, value: str) -> CommitSha:
+        """The commit a revision expression names (``v1.2``, ``HEAD~3``, an id)."""
+        check_not_option("at", value)
+        done = self.runner.run(
+            self.root,
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{value}^{{commit}}"],
+            ok_codes=(0, 1, 128),
+        )
+        sha = done.stdout.decode("ascii", "replace").strip()
+        if done.returncode != 0 or not sha:
+            raise UnknownCommit(f"at: {value!r} names no commit in {self.root}")
+        return CommitSha(sha)
+
     def resolve_commits(self, names: Iterable[str]) -> dict[str, CommitSha | None]:
         """Full ids for many commit ids or unique prefixes (None: unknown or ambiguous).
         Anything but 4 to 64 hex digits is refused before git sees it."""
@@ -269,6 +282,14 @@ class GitRepo:
             if header is not None and header[1] == ("commit" if path is None else "blob"):
                 found.add((sha, path))
         return found
+
+    def blob_id(self, rev: CommitSha | str, path: str) -> str | None:
+        """The id of the blob at ``path`` in ``rev`` (None: no such file there)."""
+        sha = rev.value if isinstance(rev, CommitSha) else rev
+        if not tree_path_ok(path) or not _HEX_PREFIX.fullmatch(sha):
+            return None
+        header = self._objects.header(f"{sha}:{path}")
+        return header[0] if header is not None and header[1] == "blob" else None
 
     def commits(
         self, shas: Iterable[CommitSha], identity: RepoId | None = None
@@ -391,6 +412,30 @@ class GitRepo:
             return self._objects.sized_header(name)
         except GitError:
             return None
+
+    def config_values(self, section: str, option: str) -> tuple[str, ...]:
+        """Every value of ``section.option`` in the repository's configuration, in order."""
+        try:
+            reader = self._gp.config_reader()
+            if not reader.has_option(section, option):
+                return ()
+            return tuple(str(v) for v in reader.get_values(section, option))
+        except (ValueError, KeyError, OSError):
+            return ()
+
+    def blame_config(self) -> tuple[str, ...]:
+        """The ``key=value`` settings every blame of this repository runs with (the mailmap
+        pinned): commands that must see what blame sees run with them too."""
+        return self._blame_settings().config
+
+    def ignored_revisions(self) -> frozenset[str]:
+        """The commit ids blame ignores here (from the ignore-revs files in force)."""
+        return self._blame_settings().ignored
+
+    def shared_blame_fingerprint(self) -> str:
+        """blame_fingerprint() without any path of this machine: equal in two clones whose
+        blames are the same, so a blame can be shared between them."""
+        return self._blame_settings().shared_fingerprint
 
     def blames_by_diff(self) -> bool:
         """Whether blame attributes every line a (non-merge) commit added to that commit: no

@@ -1,0 +1,588 @@
+"""Blame from a checkpoint: the whole-file blame at a descendant, from a cached one.
+
+``git blame`` recomputes a file's history from scratch at every new HEAD. Yet blame is a
+function of (commit, path, line): git hands each line of a commit to the first parent where
+it is unchanged (to the first parent whose blob is identical, if any; through rename
+detection when the path is new in that parent) and blames the commit for what is left. So
+once the whole-file blame at a commit A is known, the blame at a descendant C needs only
+the commits between them that touched the file:
+
+1. ``git log --parents --diff-merges=separate -p -U0 A..C -- path`` gives those commits, with
+   history simplified as blame walks it (a merge whose blob equals a parent's follows that
+   parent), their rewritten parents and, per parent, the hunks of the diff blame makes;
+2. the lines of C are pushed down through the hunks, newest first, as runs of lines;
+3. lines that reach A take A's blame; a rename is followed into the renamed-from path; lines
+   that reach any other commit outside A..C (a side branch forked below A) are blamed there
+   with ``git blame -L``, only those lines.
+
+Everything blame could read differently is pinned on the command line (diff algorithm,
+indent heuristic as configured for both, no textconv, all merges' parents), and where this
+cannot be exact it is not tried (``Unsupported``, logged at debug): move detection, grafts,
+replace refs and shallow history, a configured diff algorithm, an ignored revision inside
+the walk (its fuzzy matching is git's own), a path that is a directory or changes type,
+too long a walk. The contract is checked by ``mem blame --verify`` and by tests that compare
+every line with ``git blame --porcelain``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from poimen_memory.domain import CommitSha
+from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine, decode_path
+from poimen_memory.gitio.errors import GitError, GitFailed
+from poimen_memory.gitio.files import read_regular_file
+from poimen_memory.gitio.repo import GitRepo
+from poimen_memory.gitio.runner import check_not_option, finish_stream
+
+__all__ = ["MAX_WALK", "Unsupported", "blame_from", "checkpoint_candidates", "supported"]
+
+log = logging.getLogger(__name__)
+
+MAX_WALK = 2000
+"""Commits touching the file between the checkpoint and the target; more: git blames."""
+MAX_STREAM_BYTES = 64 * 1024 * 1024
+"""Bytes of history read for one incremental blame; more: git blames."""
+MAX_BOUNDARY = 8
+"""Commits outside the walk whose lines are blamed with ``git blame -L``; more: git blames."""
+MAX_RENAMES = 8
+"""Renames followed in one incremental blame."""
+CANDIDATES = 256
+"""Commits touching the file, newest first, searched for a cached checkpoint."""
+
+_MARK = b"\x00poimen-blame "
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# The diff blame makes, pinned against every setting that changes git log's: hunks apart
+# (diff.interHunkContext), the algorithm (blame's is myers), binary files as text, no
+# textconv or external diff, every parent of a merge, no renames (blame finds them itself),
+# prefixes, colour, notes, relative paths, submodules.
+_DIFF_ARGS = (
+    "-p",
+    "-U0",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--text",
+    "--no-textconv",
+    "--no-ext-diff",
+    "--no-renames",
+    "--no-color",
+    "--no-relative",
+    "--submodule=short",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--raw",
+    "--no-abbrev",
+)
+_LOG_ARGS = (
+    "log",
+    "--root",
+    "--parents",
+    "--diff-merges=separate",
+    "--no-notes",
+    "--use-mailmap",
+    *_DIFF_ARGS,
+    "--format=%x00poimen-blame %H %P%x00%aN%x00%aE%x00%at%x00%s",
+)
+
+
+class Unsupported(GitError):
+    """The incremental blame cannot promise git's answer here; git blames instead."""
+
+
+@dataclass(slots=True)
+class _Section:
+    """What a commit did to the path against one parent."""
+
+    status: bytes  # b"M" (changed), b"A" (not in the parent), anything else: unsupported
+    old_blob: str
+    new_blob: str
+    hunks: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Node:
+    commit: str
+    parents: list[str]
+    author: tuple[str, str, int, str]
+    sections: list[_Section] = field(default_factory=list)
+
+
+# A run of lines: lines start..start+length-1 of the commit's blob are lines at..at+length-1
+# of the blamed file.
+_Run = tuple[int, int, int]
+
+
+def supported(repo: GitRepo) -> str | None:
+    """Why incremental blame cannot be exact in ``repo`` (None: it can)."""
+    if repo.detect_moves:
+        return "move detection is on"
+    common = repo.common_dir or repo.root / ".git"
+    if read_regular_file(repo.root, common / "shallow") is not None:
+        return "the clone is shallow"
+    if (common / "info" / "grafts").exists():
+        return "the repository has grafts"
+    if (common / "refs" / "replace").is_dir() and any((common / "refs" / "replace").iterdir()):
+        return "the repository has replace refs"
+    packed = read_regular_file(repo.root, common / "packed-refs") or b""
+    if b" refs/replace/" in packed:
+        return "the repository has replace refs"
+    algorithm = repo.config_values("diff", "algorithm")
+    if algorithm and algorithm[-1].lower() not in ("myers", "default"):
+        return f"diff.algorithm is {algorithm[-1]!r}"
+    return None
+
+
+def checkpoint_candidates(
+    repo: GitRepo, path: str, last: CommitSha, limit: int = CANDIDATES
+) -> list[CommitSha]:
+    """Up to ``limit`` commits before ``last`` that touched ``path``, newest first (a
+    bounded walk)."""
+    check_not_option("file", path)
+    done = repo.runner.run(
+        repo.root,
+        ["rev-list", f"--max-count={limit + 1}", last.value, "--", path],
+        ok_codes=(0, 128),
+    )
+    if done.returncode != 0:
+        return []
+    found = done.stdout.decode("ascii", "replace").split()
+    return [CommitSha(s) for s in found if s != last.value]
+
+
+def blame_from(
+    repo: GitRepo,
+    checkpoint: Blame,
+    target: CommitSha,
+    path: str,
+    known: Callable[[CommitSha, str], Blame | None] | None = None,
+) -> Blame:
+    """The whole-file blame of ``path`` at ``target`` (the last commit that touched it), from
+    ``checkpoint``: the whole-file blame of the same path at an ancestor of ``target``.
+    ``known`` may answer with a cached whole-file blame of another commit: lines that reach
+    a commit outside the walk use it instead of git blame. Unsupported when the answer
+    could differ from git's."""
+    if not checkpoint.complete or checkpoint.path != path:
+        raise Unsupported("the checkpoint is not a whole-file blame of this path")
+    reason = supported(repo)
+    if reason is not None:
+        raise Unsupported(reason)
+    walk = _Walk(repo, checkpoint, known)
+    data = repo.blob(target, path)
+    count = _count_lines(data)
+    return walk.finish(path, target, walk.run(path, target, [(1, count, 1)], count))
+
+
+def _count_lines(data: bytes) -> int:
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+class _Walk:
+    """One incremental blame: origins of the target's lines, filled in as runs resolve."""
+
+    def __init__(
+        self,
+        repo: GitRepo,
+        checkpoint: Blame,
+        known: Callable[[CommitSha, str], Blame | None] | None = None,
+    ) -> None:
+        self.repo = repo
+        self.known = known
+        self.checkpoint = checkpoint
+        self.base = checkpoint.rev
+        self.ignored = repo.ignored_revisions()
+        self.authors: dict[str, tuple[str, str, int, str]] = {}
+        self.boundary: dict[tuple[str, str], list[_Run]] = {}
+        self.renames = 0
+        self.out: list[tuple[str, str, int] | None] = []
+        self.extra_commits: dict[CommitSha, BlameCommit] = {}
+
+    def run(self, path: str, tip: CommitSha, runs: list[_Run], size: int) -> list[_Run]:
+        """Resolve ``runs`` of ``path`` at ``tip`` (which touched it) into self.out."""
+        if len(self.out) < size:
+            self.out.extend([None] * (size - len(self.out)))
+        self._walk(path, tip, runs)
+        self._blame_boundary()
+        return runs
+
+    def _walk(self, path: str, tip: CommitSha, runs: list[_Run]) -> None:
+        if tip == self.base and path == self.checkpoint.path:
+            self._from_checkpoint(path, runs)
+            return
+        nodes = self._load(path, tip)
+        if tip.value not in nodes:
+            self._outside(tip.value, path, runs)
+            return
+        children: dict[str, int] = dict.fromkeys(nodes, 0)
+        for node in nodes.values():
+            for parent in dict.fromkeys(node.parents):
+                if parent in children:
+                    children[parent] += 1
+        pending: dict[str, list[_Run]] = {tip.value: list(runs)}
+        ready = [sha for sha, n in children.items() if n == 0]
+        done = 0
+        while ready:
+            sha = ready.pop()
+            done += 1
+            node = nodes[sha]
+            todo = pending.pop(sha, [])
+            if todo:
+                self._pass(node, path, sorted(todo), nodes, pending)
+            for parent in dict.fromkeys(node.parents):
+                if parent in children:
+                    children[parent] -= 1
+                    if children[parent] == 0:
+                        ready.append(parent)
+        if done != len(nodes):
+            raise Unsupported("the history read is not a DAG below the target")
+        for sha, left in pending.items():
+            if left:
+                self._outside(sha, path, left)
+
+    def _pass(
+        self,
+        node: _Node,
+        path: str,
+        runs: list[_Run],
+        nodes: dict[str, _Node],
+        pending: dict[str, list[_Run]],
+    ) -> None:
+        if node.commit in self.ignored:
+            raise Unsupported(f"{node.commit[:12]} is an ignored revision inside the walk")
+        self.authors[node.commit] = node.author
+        if not node.parents:
+            self._blame(node.commit, path, runs)
+            return
+        if len(node.sections) != len(node.parents):
+            # git prints no diff against a parent with the very same file (one it does not
+            # simplify the merge to: a parent below the checkpoint). That parent takes all.
+            own = self.repo.blob_id(node.commit, path)
+            for parent in node.parents:
+                if own is not None and self.repo.blob_id(parent, path) == own:
+                    self._hand(parent, path, path, runs, nodes, pending)
+                    return
+            raise Unsupported(f"{node.commit[:12]}: a diff per parent was expected")
+        own_blob = node.sections[0].new_blob
+        # Pass 0: the parents that have the path; one with the very same blob takes all.
+        origins: list[tuple[str, str, str, list[tuple[int, int, int, int]]] | None] = []
+        for parent, section in zip(node.parents, node.sections, strict=True):
+            if section.status == b"M":
+                if section.old_blob == own_blob:
+                    self._hand(parent, path, path, runs, nodes, pending)
+                    return
+                origins.append((parent, path, section.old_blob, section.hunks))
+            elif section.status == b"A":
+                origins.append(None)
+            else:
+                raise Unsupported(f"{node.commit[:12]}: {path} changed type")
+        # Pass 1: the others through rename detection, as blame's find_rename does. It runs
+        # against the commit's real parent: the one the simplified history names for the
+        # path may lie further down, with other files changed since.
+        real: list[str] | None = None
+        for i, parent in enumerate(node.parents):
+            if origins[i] is not None:
+                continue
+            if real is None:
+                real = self._real_parents(node.commit)
+                if len(real) != len(node.parents):
+                    raise Unsupported(f"{node.commit[:12]}: parents merged by simplification")
+            parent = real[i]
+            found = self._renamed_from(parent, node.commit, path)
+            if found is None:
+                continue
+            source, blob = found
+            if blob == own_blob:
+                self._hand(parent, source, path, runs, nodes, pending)
+                return
+            origins[i] = (parent, source, blob, [])
+        seen: set[str] = set()
+        for origin in origins:
+            if origin is None or not runs:
+                continue
+            parent, source, blob, hunks = origin
+            if blob in seen:
+                continue  # an earlier parent with the same blob took these lines
+            seen.add(blob)
+            if source != path:
+                hunks = self._blob_hunks(blob, own_blob)
+            passed, runs = _split(runs, hunks)
+            if passed:
+                self._hand(parent, source, path, passed, nodes, pending)
+        if runs:
+            self._blame(node.commit, path, runs)
+
+    def _hand(
+        self,
+        parent: str,
+        source: str,
+        path: str,
+        runs: list[_Run],
+        nodes: dict[str, _Node],
+        pending: dict[str, list[_Run]],
+    ) -> None:
+        """Give ``runs`` (numbered in ``parent``'s ``source``) to that parent."""
+        if source == path and parent in nodes:
+            pending.setdefault(parent, []).extend(runs)
+        elif source != path:
+            self.renames += 1
+            if self.renames > MAX_RENAMES:
+                raise Unsupported("too many renames")
+            self._walk(source, self.repo.last_commit(source, CommitSha(parent)), runs)
+        else:
+            self._outside(parent, source, runs)
+
+    def _blame(self, commit: str, path: str, runs: list[_Run]) -> None:
+        for start, length, at in runs:
+            for k in range(length):
+                self.out[at - 1 + k] = (commit, path, start + k)
+
+    def _from_checkpoint(self, path: str, runs: list[_Run]) -> None:
+        lines = self.checkpoint.lines
+        for start, length, at in runs:
+            if start + length - 1 > len(lines):
+                raise Unsupported("the checkpoint is shorter than its file")
+            for k in range(length):
+                origin = lines[start - 1 + k]
+                self.out[at - 1 + k] = (origin.commit.value, origin.orig_path, origin.orig_line)
+
+    def _outside(self, commit: str, path: str, runs: list[_Run]) -> None:
+        if commit == self.base.value and path == self.checkpoint.path:
+            self._from_checkpoint(path, runs)
+        else:
+            self.boundary.setdefault((commit, path), []).extend(runs)
+
+    def _blame_boundary(self) -> None:
+        if len(self.boundary) > MAX_BOUNDARY:
+            raise Unsupported(f"{len(self.boundary)} commits outside the walk to blame")
+        todo, self.boundary = self.boundary, {}
+        for (commit, path), runs in todo.items():
+            blame = self.known(CommitSha(commit), path) if self.known is not None else None
+            if blame is None or not blame.complete or blame.path != path:
+                blame = self.repo.blame(path, CommitSha(commit), _ranges(runs))
+            self.extra_commits.update(blame.commits)
+            for start, length, at in runs:
+                for k in range(length):
+                    origin = blame.origin(start + k)
+                    if origin is None:
+                        raise Unsupported(f"git blame at {commit[:12]} lacks line {start + k}")
+                    self.out[at - 1 + k] = (origin.commit.value, origin.orig_path, origin.orig_line)
+
+    def finish(self, path: str, target: CommitSha, _runs: list[_Run]) -> Blame:
+        lines: list[BlameLine] = []
+        commits: dict[CommitSha, BlameCommit] = {}
+        known = self.checkpoint.commits
+        for i, origin in enumerate(self.out):
+            if origin is None:
+                raise Unsupported(f"line {i + 1} was never resolved")
+            sha = CommitSha(origin[0])
+            lines.append(BlameLine(i + 1, sha, origin[1], origin[2]))
+            if sha in commits:
+                continue
+            found = known.get(sha) or self.extra_commits.get(sha)
+            if found is None:
+                name, email, when, summary = self.authors[sha.value]
+                found = BlameCommit(
+                    sha, name, email, datetime.fromtimestamp(when, UTC), summary, False
+                )
+            commits[sha] = found
+        return Blame(path=path, rev=target, lines=tuple(lines), commits=commits)
+
+    # -- reading history ----------------------------------------------------------------
+
+    def _load(self, path: str, tip: CommitSha) -> dict[str, _Node]:
+        check_not_option("file", path)
+        args = [*_LOG_ARGS, f"^{self.base.value}", tip.value, "--", path]
+        config = self.repo.blame_config()
+        nodes: dict[str, _Node] = {}
+        with self.repo.runner.stream(self.repo.root, args, config=config) as proc:
+            assert proc.stdout is not None
+            data = proc.stdout.read(MAX_STREAM_BYTES + 1)
+            if len(data) > MAX_STREAM_BYTES:
+                raise Unsupported("too much history to read")
+            finish_stream(proc, args)
+        for node in _parse(data, path):
+            if node.commit in nodes:
+                nodes[node.commit].sections.extend(node.sections)
+            else:
+                nodes[node.commit] = node
+            if len(nodes) > MAX_WALK:
+                raise Unsupported(f"more than {MAX_WALK} commits to walk")
+        return nodes
+
+    def _real_parents(self, commit: str) -> list[str]:
+        done = self.repo.runner.run(
+            self.repo.root, ["rev-list", "--parents", "--no-walk", commit, "--"]
+        )
+        ids = done.stdout.decode("ascii", "replace").split()
+        if not ids or ids[0] != commit:
+            raise GitFailed("git rev-list: unexpected output")
+        return ids[1:]
+
+    def _renamed_from(self, parent: str, commit: str, path: str) -> tuple[str, str] | None:
+        """Where blame's rename detection says ``path`` of ``commit`` came from in ``parent``:
+        only the path is a destination, every file deleted from ``parent`` a source."""
+        deleted = self.repo.runner.run(
+            self.repo.root,
+            ["diff-tree", "-r", "-z", "--no-renames", "--diff-filter=D", "--name-only",
+             parent, commit],
+        )  # fmt: skip
+        sources = [p for p in deleted.stdout.split(b"\x00") if p]
+        if not sources:
+            return None
+        if len(sources) > 1000:
+            raise Unsupported("more deleted files than rename detection considers")
+        done = self.repo.runner.run(
+            self.repo.root,
+            ["diff-tree", "-r", "-z", "-M", "--raw", "--no-abbrev", parent, commit, "--",
+             path, *(s.decode("utf-8", "surrogateescape") for s in sources)],
+            config=("core.quotePath=false",),
+        )  # fmt: skip
+        fields = done.stdout.split(b"\x00")
+        i = 0
+        while i < len(fields):
+            head = fields[i]
+            if not head.startswith(b":"):
+                i += 1
+                continue
+            parts = head[1:].split(b" ")
+            status = parts[4][:1] if len(parts) > 4 else b""
+            if status in (b"R", b"C") and i + 2 < len(fields):
+                src = fields[i + 1].decode("utf-8", "surrogateescape")
+                dst = fields[i + 2].decode("utf-8", "surrogateescape")
+                if dst == path:
+                    return src, parts[2].decode("ascii")
+                i += 3
+            else:
+                i += 2
+        return None
+
+    def _blob_hunks(self, old: str, new: str) -> list[tuple[int, int, int, int]]:
+        args = ["diff", *_DIFF_ARGS, old, new]
+        done = self.repo.runner.run(self.repo.root, args, config=self.repo.blame_config())
+        hunks: list[tuple[int, int, int, int]] = []
+        for line in done.stdout.split(b"\n"):
+            m = _HUNK.match(line)
+            if m:
+                hunks.append(_hunk(m))
+        return hunks
+
+
+def _hunk(m: re.Match[bytes]) -> tuple[int, int, int, int]:
+    return (
+        int(m.group(1)),
+        1 if m.group(2) is None else int(m.group(2)),
+        int(m.group(3)),
+        1 if m.group(4) is None else int(m.group(4)),
+    )
+
+
+# What the parser looks for, each at the start of a line: the commit header, a raw diff line,
+# a hunk header. Content lines of a -U0 patch start with "+", "-" or "\\", so they never match.
+_EVENTS = re.compile(
+    rb"^(?:\x00poimen-blame ([^\n]*)"
+    rb"|:(\d{6}) (\d{6}) ([0-9a-f]{40,64}) ([0-9a-f]{40,64}) ([A-Z])\d*\t([^\n]*)"
+    rb"|@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@)",
+    re.M,
+)
+
+
+def _parse(data: bytes, path: str) -> Iterator[_Node]:
+    """Nodes of ``git log`` output, one per section (a merge comes once per parent)."""
+    node: _Node | None = None
+    section: _Section | None = None
+    for m in _EVENTS.finditer(data):
+        if m.group(1) is not None:
+            if node is not None:
+                yield node
+            head, _, rest = m.group(1).partition(b"\x00")
+            ids = head.decode("ascii", "replace").split()
+            parts = rest.split(b"\x00")
+            if len(parts) != 4 or not ids:
+                raise GitFailed("git log: unexpected output")
+            name, email, when, subject = (p.decode("utf-8", "replace") for p in parts)
+            node = _Node(ids[0], ids[1:], (name, email, int(when or 0), subject))
+            section = None
+        elif node is None:
+            continue
+        elif m.group(2) is not None:
+            if decode_path(m.group(7)) != path:
+                raise Unsupported(f"{node.commit[:12]}: {path} was a directory")
+            if node.sections:
+                raise Unsupported(f"{node.commit[:12]}: two entries for one parent")
+            old_mode, new_mode, status = m.group(2), m.group(3), m.group(6)
+            if status == b"M" and old_mode[:2] != new_mode[:2]:
+                status = b"T"
+            if b"160000" in (old_mode, new_mode):
+                status = b"T"
+            section = _Section(status, m.group(4).decode(), m.group(5).decode())
+            node.sections.append(section)
+        else:
+            if section is None:
+                raise Unsupported("a hunk before its file")
+            section.hunks.append(
+                (
+                    int(m.group(8)),
+                    1 if m.group(9) is None else int(m.group(9)),
+                    int(m.group(10)),
+                    1 if m.group(11) is None else int(m.group(11)),
+                )
+            )
+    if node is not None:
+        yield node
+
+
+def _unchanged(hunks: Sequence[tuple[int, int, int, int]]) -> Iterator[tuple[int, int, int]]:
+    """(new start, old start, length) of the blocks a diff left alone, then one open block."""
+    new_at, old_at = 1, 1
+    for old_start, old_count, new_start, new_count in hunks:
+        new_first = new_start if new_count else new_start + 1
+        old_first = old_start if old_count else old_start + 1
+        if new_first - new_at != old_first - old_at:
+            raise Unsupported("hunks that do not line up")
+        if new_first > new_at:
+            yield new_at, old_at, new_first - new_at
+        new_at, old_at = new_first + new_count, old_first + old_count
+    yield new_at, old_at, -1  # everything after the last hunk
+
+
+def _split(
+    runs: list[_Run], hunks: Sequence[tuple[int, int, int, int]]
+) -> tuple[list[_Run], list[_Run]]:
+    """Runs (sorted) cut into those a parent has unchanged (renumbered to its lines) and the
+    rest."""
+    passed: list[_Run] = []
+    kept: list[_Run] = []
+    blocks = list(_unchanged(hunks))
+    b = 0
+    for start, length, at in runs:
+        pos, end = start, start + length
+        while pos < end:
+            while b < len(blocks) and blocks[b][2] >= 0 and blocks[b][0] + blocks[b][2] <= pos:
+                b += 1
+            new_start, old_start, size = blocks[b]
+            block_end = end if size < 0 else new_start + size
+            if pos < new_start:
+                stop = min(end, new_start)
+                kept.append((pos, stop - pos, at + pos - start))
+                pos = stop
+                continue
+            stop = min(end, block_end)
+            passed.append((old_start + pos - new_start, stop - pos, at + pos - start))
+            pos = stop
+    return passed, kept
+
+
+def _ranges(runs: list[_Run]) -> list[tuple[int, int]]:
+    spans = sorted((s, s + n - 1) for s, n, _ in runs)
+    merged: list[tuple[int, int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged

@@ -1,0 +1,103 @@
+"""Whole-file blames shared between clones: the run-length form, and the door to a store.
+
+A blame is stored as runs ``(orig commit, orig path, orig start, length)`` with the commits'
+metadata, keyed by (path, last commit touching it, shared fingerprint) and the file's blob id.
+gitio never trusts a row: a reader uses it only when its own repository has the commit, the
+file there has the very blob the row names, and every commit the runs name exists
+(``Blamer`` checks; see ``decode``). The store behind ``SharedBlames`` is whatever the
+process wires in; any failure there is a miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from poimen_memory.domain import CommitSha
+from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
+
+__all__ = ["SharedBlameRow", "SharedBlames", "decode", "encode"]
+
+Run = tuple[str, str, int, int]  # (orig commit, orig path, orig start, length)
+CommitMeta = tuple[str, str, str, int, str, bool]  # sha, name, email, epoch, summary, boundary
+
+
+@dataclass(frozen=True, slots=True)
+class SharedBlameRow:
+    """One shared whole-file blame, as stored."""
+
+    path: str
+    commit: str
+    fingerprint: str
+    blob_id: str
+    line_count: int
+    commits: tuple[CommitMeta, ...]
+    runs: tuple[Run, ...]
+
+
+class SharedBlames(Protocol):
+    """The blames of one repository shared through a store (any failure: a miss)."""
+
+    def get(self, path: str, commit: str, fingerprint: str) -> SharedBlameRow | None:
+        """The row for (path, commit, fingerprint), or None."""
+
+    def commits_with(self, path: str, fingerprint: str, commits: Sequence[str]) -> set[str]:
+        """Which of ``commits`` have a row for (path, fingerprint)."""
+
+    def put(self, row: SharedBlameRow) -> None:
+        """Store a row (may be done later, in the background)."""
+
+
+def encode(blame: Blame, fingerprint: str, blob_id: str) -> SharedBlameRow:
+    """A complete blame as runs: consecutive lines from consecutive lines of one commit's
+    file make one run."""
+    runs: list[Run] = []
+    for line in blame.lines:
+        if runs:
+            sha, path, start, length = runs[-1]
+            if (
+                sha == line.commit.value
+                and path == line.orig_path
+                and start + length == line.orig_line
+            ):
+                runs[-1] = (sha, path, start, length + 1)
+                continue
+        runs.append((line.commit.value, line.orig_path, line.orig_line, 1))
+    used = {line.commit for line in blame.lines}
+    commits = tuple(
+        (c.sha.value, c.author_name, c.author_email, int(c.author_time.timestamp()), c.summary,
+         c.boundary)
+        for sha, c in blame.commits.items()
+        if sha in used
+    )  # fmt: skip
+    return SharedBlameRow(
+        blame.path, blame.rev.value, fingerprint, blob_id, len(blame.lines), commits, tuple(runs)
+    )
+
+
+def decode(row: SharedBlameRow, rev: CommitSha) -> Blame | None:
+    """The blame a row holds, as blamed at ``rev``; None when the row does not hang together
+    (runs that do not add up to its lines, a commit without metadata, a bad number)."""
+    meta: dict[str, BlameCommit] = {}
+    try:
+        for sha, name, email, when, summary, boundary in row.commits:
+            commit = CommitSha(sha)
+            meta[sha] = BlameCommit(
+                commit, name, email, datetime.fromtimestamp(when, UTC), summary, bool(boundary)
+            )
+        lines: list[BlameLine] = []
+        for sha, path, start, length in row.runs:
+            if sha not in meta or start < 1 or length < 1:
+                return None
+            commit = meta[sha].sha
+            base = len(lines) + 1
+            lines.extend(BlameLine(base + k, commit, path, start + k) for k in range(length))
+    except (ValueError, TypeError, OverflowError, OSError):
+        return None
+    if len(lines) != row.line_count:
+        return None
+    used = {line.commit for line in lines}
+    commits = {m.sha: m for m in meta.values() if m.sha in used}
+    return Blame(path=row.path, rev=rev, lines=tuple(lines), commits=commits)
