@@ -66,7 +66,8 @@ For example (:project \"demo\" :hover (:excerptLength 800)
 :codeLens (:enabled :json-false)).  Keys: :dsn, :project, :repo,
 :hover (:enabled :excerptLength :markup :history),
 :codeLens (:enabled :fileSummary),
-:blame (:maxFileBytes :maxFileLines :detectMoves) and :logLevel.
+:blame (:maxFileBytes :maxFileLines :detectMoves :sharedCache)
+and :logLevel.
 Write false as :json-false."
   :type '(plist :key-type symbol :value-type sexp))
 

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 APP = "poimen-memory"
-CONFIG_KEYS = ("dsn", "project")  # what the config file may set
+CONFIG_KEYS = ("dsn", "project", "shared_blame_cache")  # what the config file may set
 _FLAGS = {
     "dsn": "--dsn",
     "project": "--project",
@@ -189,6 +189,7 @@ class Settings(BaseSettings):
     config: Path = Field(default_factory=_default_config)
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path(APP))
     cache_dir: Path = Field(default_factory=lambda: platformdirs.user_cache_path(APP))
+    shared_blame_cache: bool = True
     origins: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @field_validator("dsn", mode="before")

@@ -33,6 +33,7 @@ export const SERVER_SETTINGS = [
   "blame.maxFileBytes",
   "blame.maxFileLines",
   "blame.detectMoves",
+  "blame.sharedCache",
   "logLevel",
 ] as const;
 

@@ -14,20 +14,24 @@ from typing import Any
 
 from poimen_memory import __version__
 from poimen_memory.cli.errors import UsageError
-from poimen_memory.domain import ProjectId
+from poimen_memory.domain import CommitSha, ProjectId
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.gitio import GitError, GitRunner
+from poimen_memory.gitio import Blame, BlameLine, GitError, GitRunner
+from poimen_memory.gitio.blame import differences
 from poimen_memory.ingest import Format, IngestOptions, IngestRejected, IngestSummary
 from poimen_memory.ingest import ingest as run_ingest
 from poimen_memory.lookup import (
     ByAuthorRequest,
     ByCommitRequest,
     ByGitRequest,
+    LookupFailed,
     LookupRequest,
     LookupResult,
     LookupService,
     QueryRequest,
     build_service,
+    new_checkouts,
+    project_for,
 )
 from poimen_memory.render import render_text
 from poimen_memory.settings import Settings, is_loopback, load_settings
@@ -103,6 +107,7 @@ def db_status(args: argparse.Namespace) -> int:
     print(f"nodes           {' · '.join(f'{k} {n}' for k, n in status.nodes_by_level.items())}")
     for name in ("edges", "anchors", "commits", "projects"):
         print(f"{name:<16}{getattr(status, name)}")
+    print(f"{'blame cache':<16}{status.blame_files} files · {status.blame_runs} runs")
     return 0
 
 
@@ -197,10 +202,15 @@ def _lookup(args: argparse.Namespace, model: type[LookupRequest], body_of: _Body
     repo = getattr(args, "repo", None)
     with Store(dsn, max_size=1) as store:
         service = build_service(
-            store, [repo] if repo else [], default, getattr(args, "repo_id", None)
+            store,
+            [repo] if repo else [],
+            default,
+            getattr(args, "repo_id", None),
+            shared_blames=settings.shared_blame_cache,
         )
         request = model.parse(body_of(args, service), default)
         result = _ANSWER[model](service, request)
+        service.checkouts.flush()
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -266,6 +276,104 @@ def query(args: argparse.Namespace) -> int:
     )
 
 
+def blame(args: argparse.Namespace) -> int:
+    """A file's blame as the server computes it: the local cache, the shared one, the
+    nearest cached ancestor plus the commits since, or git; ``--verify`` compares it with
+    ``git blame --porcelain`` line by line (exit 1 when a line differs)."""
+    settings = _settings(args)
+    base = Path(args.repo) if args.repo else Path.cwd()
+    checkouts = new_checkouts()
+    with contextlib.ExitStack() as stack:
+        if settings.dsn is not None and settings.shared_blame_cache:
+            # A team store is configured: its shared blames are used and fed, as by servers.
+            store = stack.enter_context(Store(settings.dsn, max_size=1))
+            default = _default_project(settings)
+            checkouts.share_through(store, lambda repo: default or project_for(repo))
+        _, blamer, rel = checkouts.locate(base / args.file)
+        try:
+            rev = blamer.repo.head() if args.at is None else blamer.repo.resolve_rev(args.at)
+            found, source = blamer.blame_known(rel, rev)
+            text = blamer.repo.blob(rev, rel)
+            differ = differences(found, blamer.repo.blame(rel, rev)) if args.verify else None
+        except GitError as exc:
+            raise LookupFailed(str(exc)) from None
+        checkouts.flush()
+    if args.json:
+        print(json.dumps(_blame_json(rel, rev, source, found, differ), indent=2))
+    else:
+        _print_blame(rel, rev, source, found, text, differ)
+    return 1 if differ else 0
+
+
+def _origin_json(entry: BlameLine | None) -> dict[str, Any] | None:
+    if entry is None:
+        return None
+    return {
+        "commit": entry.commit.value,
+        "orig_path": entry.orig_path,
+        "orig_line": entry.orig_line,
+    }
+
+
+_Differences = list[tuple[int, BlameLine | None, BlameLine | None]] | None
+
+
+def _blame_json(
+    rel: str, rev: CommitSha, source: str, found: Blame, differ: _Differences
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "file": rel,
+        "commit": rev.value,
+        "source": source,
+        "lines": [{"line": ln.line, **(_origin_json(ln) or {})} for ln in found.lines],
+    }
+    if differ is not None:
+        body["verified"] = not differ
+        body["differences"] = [
+            {"line": n, "mem": _origin_json(mine), "git": _origin_json(git)}
+            for n, mine, git in differ
+        ]
+    return body
+
+
+_SOURCES = {
+    "cache": "the local cache",
+    "shared": "the shared cache",
+    "incremental": "a cached ancestor and the commits since",
+    "git": "git blame",
+}
+
+
+def _print_blame(
+    rel: str, rev: CommitSha, source: str, found: Blame, text: bytes, differ: _Differences
+) -> None:
+    def short(entry: BlameLine | None) -> str:
+        if entry is None:
+            return "nothing"
+        return f"{entry.commit.short(8)} {entry.orig_path}:{entry.orig_line}"
+
+    texts = text.decode("utf-8", "replace").split("\n")
+    width = max((len(f"{ln.orig_path}:{ln.orig_line}") for ln in found.lines), default=0)
+    digits = len(str(len(found.lines)))
+    out = []
+    for ln in found.lines:
+        where = f"{ln.orig_path}:{ln.orig_line}"
+        content = texts[ln.line - 1].rstrip("\r") if ln.line <= len(texts) else ""
+        out.append(f"{ln.commit.short(8)} {where:<{width}} {ln.line:>{digits}}) {content}")
+    sys.stdout.write("".join(f"{line}\n" for line in out))
+    for n, mine, git in differ or ():
+        print(f"line {n} differs: mem {short(mine)}, git {short(git)}", file=sys.stderr)
+    verdict = ""
+    if differ is not None:
+        verdict = (
+            f"; {len(differ)} lines differ from git blame"
+            if differ
+            else "; identical to git blame --porcelain"
+        )
+    summary = f"{rel} at {rev.short()}: {len(found.lines)} lines from {_SOURCES[source]}"
+    print(summary + verdict, file=sys.stderr)
+
+
 # -- servers and the demo ---------------------------------------------------------------------
 
 
@@ -298,7 +406,13 @@ def http(args: argparse.Namespace) -> int:
     dsn, _ = _target(settings)
     default = _default_project(settings)
     with Store(dsn) as store:
-        service = build_service(store, args.repo or [], default, args.repo_id)
+        service = build_service(
+            store,
+            args.repo or [],
+            default,
+            args.repo_id,
+            shared_blames=settings.shared_blame_cache,
+        )
         app = create_app(
             service,
             token,

@@ -170,6 +170,22 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(flag, **settings)
 
     p = _command(
+        commands, "blame", "a file's blame as the server computes it (cache, checkpoints)",
+        cmd.blame,
+        ["mem blame src/app.py", "mem blame src/app.py --at v1.2 --json",
+         "mem blame src/app.py --verify"],
+        json_output=True,
+    )  # fmt: skip
+    p.add_argument("file", metavar="FILE", help="a file in a git work tree")
+    p.add_argument("--at", metavar="REV", help="blame as of this commit (default: HEAD)")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="also run git blame --porcelain; list every line that differs (exit 1 if any)",
+    )
+    p.add_argument("--repo", help="work tree FILE is relative to (default: the current dir)")
+
+    p = _command(
         commands, "demo", "build a sample repository with memories; show a hover", cmd.demo,
         ["mem demo", "mem demo --dir /tmp/poimen-demo"],
     )  # fmt: skip

@@ -44,9 +44,14 @@ def build_service(
     default_project: ProjectId | None = None,
     repo_override: str | None = None,
     cache_path: Path | None = None,
+    shared_blames: bool = True,
 ) -> service.LookupService:
-    """A LookupService with the given work trees registered (NotInRepository if one is not)."""
+    """A LookupService with the given work trees registered (NotInRepository if one is not);
+    whole-file blames are shared through ``store`` unless ``shared_blames`` is off."""
     known = new_checkouts(repo_override, cache_path=cache_path)
+    found = service.LookupService(store, known, default_project)
+    if shared_blames:
+        known.share_through(store, found.project_for_repo)
     for directory in repo_dirs:
         known.add(directory)
-    return service.LookupService(store, known, default_project)
+    return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from poimen_memory.domain import ContentError, ProjectId, RepoId
@@ -15,7 +16,10 @@ from poimen_memory.gitio import (
     OutsideRepository,
     UnsafeArgument,
 )
+from poimen_memory.gitio.shared import SharedBlames
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
+from poimen_memory.lookup.shared_blames import SharedBlameGate, StoreSharedBlames
+from poimen_memory.store import Store
 
 __all__ = ["Checkouts", "project_for"]
 
@@ -32,6 +36,27 @@ class Checkouts:
         self._by_root: dict[Path, tuple[RepoId, Blamer]] = {}
         self._by_id: dict[RepoId, Blamer] = {}
         self._lock = threading.Lock()
+        self._shared: Callable[[RepoId], SharedBlames] | None = None
+        self._gate: SharedBlameGate | None = None
+
+    def share_through(self, store: Store, project: Callable[[RepoId], ProjectId]) -> None:
+        """Share whole-file blames through ``store`` (the project of each repository as
+        ``project`` says), for every checkout known now and later."""
+        gate = SharedBlameGate(store)
+
+        def shared_for(identity: RepoId) -> SharedBlames:
+            return StoreSharedBlames(gate, lambda: project(identity), identity)
+
+        with self._lock:
+            self._gate = gate
+            self._shared = shared_for
+            for identity, blamer in self._by_root.values():
+                blamer.shared = shared_for(identity)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait for blames being shared to be written (a command about to exit)."""
+        if self._gate is not None:
+            self._gate.flush(timeout)
 
     def add(self, path: str | Path, field_name: str = "repo") -> tuple[RepoId, Blamer]:
         """Register the work tree containing ``path``; NotInRepository if there is none,
@@ -47,7 +72,7 @@ class Checkouts:
             raise NotInRepository(field_name, str(exc).removeprefix("repo: ")) from None
         except GitError as exc:
             raise LookupFailed(str(exc)) from None
-        blamer = Blamer(repo, self.cache)
+        blamer = Blamer(repo, self.cache, self._shared(identity) if self._shared else None)
         try:
             repo.blame_settings()  # reads blame config now, not on the first hover
         except GitError as exc:

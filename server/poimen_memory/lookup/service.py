@@ -314,6 +314,10 @@ class LookupService:
 
     # -- lookups by request -------------------------------------------------------------------
 
+    def project_for_repo(self, repo: RepoId) -> ProjectId:
+        """The project a repository's lookups go to: the default, else one from its name."""
+        return self.default_project or project_for(repo)
+
     def project_of(self, req: LookupRequest) -> ProjectId:
         """The request's project, else the service's default; ``project: required`` if none."""
         project = req.project or self.default_project

@@ -86,6 +86,7 @@ class BlameConfig(_Section):
     max_file_bytes: Annotated[int, Field(ge=1, le=1_000_000_000)] = 2_000_000
     max_file_lines: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
     detect_moves: bool = False
+    shared_cache: bool = True
 
 
 class Config(_Section):

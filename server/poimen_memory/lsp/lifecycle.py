@@ -99,8 +99,9 @@ def apply_config(ls: PoimenServer, raw: object, *, base: Config | None = None) -
     for problem in problems:  # a bad dsn value is shown without its password
         shown = redact_dsn(problem)
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, shown))
-    where = (config.dsn, config.repo, config.blame.detect_moves)
-    if ls.state.checkouts is not None and where != (old.dsn, old.repo, old.blame.detect_moves):
+    where = (config.dsn, config.repo, config.blame.detect_moves, config.blame.shared_cache)
+    was = (old.dsn, old.repo, old.blame.detect_moves, old.blame.shared_cache)
+    if ls.state.checkouts is not None and where != was:
         rebuild_service(ls)
     elif ls.state.service is not None and config.project != old.project:
         ls.state.service.default_project = ls.project()
@@ -125,6 +126,8 @@ def rebuild_service(ls: PoimenServer) -> None:
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
         store = _open_store(None)
     ls.state.service = LookupService(store, checkouts, ls.project())
+    if config.blame.shared_cache:
+        checkouts.share_through(store, ls.state.service.project_for_repo)
     # Connect now, in the background, so the first hover does not pay for it.
     threading.Thread(target=store.warm_up, name="poimen-connect", daemon=True).start()
     if old is not None:

@@ -118,7 +118,12 @@ describe("settings", () => {
         repo: null,
         hover: { enabled: false, excerptLength: 400, markup: "auto", history: 0 },
         codeLens: { enabled: true, fileSummary: false },
-        blame: { maxFileBytes: 2000000, maxFileLines: 100000, detectMoves: false },
+        blame: {
+          maxFileBytes: 2000000,
+          maxFileLines: 100000,
+          detectMoves: false,
+          sharedCache: true,
+        },
         logLevel: "warning",
       },
     });

@@ -1,0 +1,251 @@
+"""The blame cache shared through the store: a teammate's first blame of a file costs one
+query, never a wrong answer (rows are checked against the reader's own repository), and a
+store that is down or older costs nothing but the speed-up."""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from poimen_memory.domain import CommitSha, ProjectId, RepoId
+from poimen_memory.gitio import Blame, GitError, GitRepo
+from poimen_memory.gitio.blame import differences
+from poimen_memory.lookup import Checkouts, new_checkouts
+from poimen_memory.lookup.shared_blames import SharedBlameGate, StoreSharedBlames
+from poimen_memory.store import Store
+
+from .conftest import create_database, drop_database
+from .gitrepo import BOB, FixtureRepo, clone, kong_repo
+
+FILE = "src/kong/buffer.rs"
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> FixtureRepo:
+    return kong_repo(tmp_path / "origin", remote=None)
+
+
+def checkouts_for(tmp_path: Path, name: str, store: Store, project: ProjectId) -> Checkouts:
+    known = new_checkouts(cache_path=tmp_path / f"{name}-cache.db")
+    known.share_through(store, lambda _: project)
+    return known
+
+
+def no_git_blame(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> Blame:
+        raise AssertionError("git blame ran")
+
+    monkeypatch.setattr(repo, "blame", refuse)
+
+
+def test_a_teammates_first_blame_comes_from_the_shared_cache(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    mine = clone(str(origin.root), tmp_path / "mine")
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    a = checkouts_for(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / FILE)
+    _first, source = blamer_a.blame_known(rel)
+    assert source == "git"
+    a.flush()
+    b = checkouts_for(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
+    no_git_blame(blamer_b.repo, monkeypatch)
+    found, source = blamer_b.blame_known(rel_b)
+    assert source == "shared"
+    assert differences(found, truth) == []
+    assert found.commits.keys() == truth.commits.keys()
+    # A single line (a cold hover) too, from the local cache the shared row filled.
+    assert blamer_b.origin(rel_b, 42) == truth.origin(42)
+    status = store.status()
+    assert status.blame_files >= 1
+    assert status.blame_runs >= 1
+
+
+def test_a_teammate_further_ahead_starts_from_the_shared_blame(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    mine = clone(str(origin.root), tmp_path / "mine")
+    a = checkouts_for(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / FILE)
+    blamer_a.blame_file(rel)
+    a.flush()
+    for n in (5, 50):
+        origin.set_line(FILE, n, f"// later change {n}")
+        origin.commit(f"later{n}", f"later {n}", BOB)
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    b = checkouts_for(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
+    no_git_blame(blamer_b.repo, monkeypatch)
+    found, source = blamer_b.blame_known(rel_b)
+    assert source == "incremental"
+    assert differences(found, truth) == []
+
+
+def _shared_row_for(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId
+) -> tuple[StoreSharedBlames, FixtureRepo, str]:
+    mine = clone(str(origin.root), tmp_path / "mine")
+    a = checkouts_for(tmp_path, "a", store, project)
+    identity, blamer_a, rel = a.locate(mine.root / FILE)
+    blamer_a.blame_file(rel)
+    a.flush()
+    gate = SharedBlameGate(store)
+    return StoreSharedBlames(gate, lambda: project, identity), mine, rel
+
+
+@pytest.mark.parametrize("forgery", ["blob", "commit", "runs"])
+def test_a_row_the_readers_repository_does_not_vouch_for_is_not_used(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId, forgery: str
+) -> None:
+    shared, mine, rel = _shared_row_for(tmp_path, origin, store, project)
+    repo = GitRepo.discover(mine.root)
+    last = repo.last_commit(rel, repo.head())
+    fingerprint = repo.shared_blame_fingerprint()
+    row = shared.get(rel, last.value, fingerprint)
+    assert row is not None
+    if forgery == "blob":  # another file's content under the same key
+        row = replace(row, blob_id="0" * 40)
+    elif forgery == "commit":  # lines blamed on a commit this clone has never seen
+        stranger = "1234567890" * 4
+        row = replace(
+            row,
+            commits=(*row.commits, (stranger, "M", "m@x", 0, "s", False)),
+            runs=((stranger, rel, 1, 1), *((c, p, s, n) for c, p, s, n in row.runs[1:]),
+                  *(((row.runs[0][0], row.runs[0][1], row.runs[0][2] + 1,
+                      row.runs[0][3] - 1),) if row.runs[0][3] > 1 else ())),
+        )  # fmt: skip
+    else:  # runs that do not add up to the file
+        row = replace(row, line_count=row.line_count + 3)
+    shared.gate.store.put_blame(
+        project,
+        shared.repo,
+        __import__("poimen_memory.store", fromlist=["SharedBlame"]).SharedBlame(
+            path=row.path, commit=row.commit, fingerprint=row.fingerprint, blob_id=row.blob_id,
+            line_count=row.line_count, commits=row.commits, runs=row.runs,
+        ),
+    ) if forgery != "runs" else None  # fmt: skip
+    b = new_checkouts(cache_path=tmp_path / "b-cache.db")
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    if forgery == "runs":
+        # The store refuses such a row; a reader given one anyway refuses it too.
+        blamer_b.shared = type("Fake", (), {
+            "get": lambda self, *a: row, "commits_with": lambda self, *a: set(),
+            "put": lambda self, r: None})()  # fmt: skip
+    else:
+        blamer_b.shared = StoreSharedBlames(SharedBlameGate(store), lambda: project, shared.repo)
+    found, source = blamer_b.blame_known(rel_b)
+    assert source == "git"
+    assert differences(found, blamer_b.repo.blame(rel_b, blamer_b.repo.head())) == []
+
+
+def test_settings_that_change_blame_keep_rows_apart(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId
+) -> None:
+    _, mine, _rel = _shared_row_for(tmp_path, origin, store, project)
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    (theirs.root / ".mailmap").write_text("Someone Else <else@x> <bob@org.test>\n")
+    b = checkouts_for(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    assert (
+        blamer_b.repo.shared_blame_fingerprint()
+        != GitRepo.discover(mine.root).shared_blame_fingerprint()
+    )
+    _, source = blamer_b.blame_known(rel_b)
+    assert source == "git"
+    # Two clones with the same settings in different directories share one fingerprint.
+    other = clone(str(origin.root), tmp_path / "elsewhere" / "deep")
+    assert (
+        GitRepo.discover(other.root).shared_blame_fingerprint()
+        == GitRepo.discover(mine.root).shared_blame_fingerprint()
+    )
+
+
+def test_rows_are_scoped_to_project_and_repository(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId
+) -> None:
+    shared, mine, rel = _shared_row_for(tmp_path, origin, store, project)
+    repo = GitRepo.discover(mine.root)
+    last = repo.last_commit(rel, repo.head()).value
+    fingerprint = repo.shared_blame_fingerprint()
+    assert shared.get(rel, last, fingerprint) is not None
+    elsewhere = StoreSharedBlames(shared.gate, lambda: ProjectId("other-project"), shared.repo)
+    assert elsewhere.get(rel, last, fingerprint) is None
+    assert elsewhere.commits_with(rel, fingerprint, [last]) == set()
+    fork = StoreSharedBlames(shared.gate, lambda: project, RepoId("github.com/someone/fork"))
+    assert fork.get(rel, last, fingerprint) is None
+    assert fork.commits_with(rel, fingerprint, [last]) == set()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_with_the_store_down_blame_works_and_asks_once(tmp_path: Path, origin: FixtureRepo) -> None:
+    down = Store(f"postgresql://u@127.0.0.1:{_closed_port()}/x", timeout=1, lazy=True)
+    known = new_checkouts(cache_path=tmp_path / "cache.db")
+    known.share_through(down, lambda _: ProjectId("p"))
+    _, blamer, rel = known.locate(origin.root / FILE)
+    started = time.monotonic()
+    found, source = blamer.blame_known(rel)
+    assert source == "git"
+    assert differences(found, blamer.repo.blame(rel, blamer.repo.head())) == []
+    origin.set_line(FILE, 7, "// seven")
+    origin.commit("seven", "seven", BOB)
+    blamer.invalidate()
+    _again, source = blamer.blame_known(rel)
+    assert source == "incremental"  # the local cache still serves as a checkpoint
+    assert time.monotonic() - started < 10
+    gate = known._gate
+    assert gate is not None
+    assert not gate.open()
+
+
+def test_an_older_store_without_the_tables_is_left_alone(
+    tmp_path: Path, origin: FixtureRepo
+) -> None:
+    name, dsn = create_database("unmigrated")
+    try:
+        _older_store(tmp_path, origin, dsn)
+    finally:
+        drop_database(name)
+
+
+def _older_store(tmp_path: Path, origin: FixtureRepo, dsn: str) -> None:
+    with Store(dsn) as unmigrated:
+        known = new_checkouts(cache_path=tmp_path / "cache.db")
+        known.share_through(unmigrated, lambda _: ProjectId("p"))
+        _, blamer, rel = known.locate(origin.root / FILE)
+        found, source = blamer.blame_known(rel)
+        known.flush()
+        assert source == "git"
+        assert found.lines
+        gate = known._gate
+        assert gate is not None
+        assert not gate.open()
+
+
+def test_no_sharing_when_turned_off(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId
+) -> None:
+    known = new_checkouts(cache_path=tmp_path / "cache.db")  # no share_through
+    _, blamer, rel = known.locate(origin.root / FILE)
+    assert blamer.shared is None
+    blamer.blame_file(rel)
+    repo = blamer.repo
+    last = repo.last_commit(rel, repo.head()).value
+    assert store.blames_at(project, repo.identity(), rel, repo.shared_blame_fingerprint(),
+                           [last]) == set()  # fmt: skip
+    with pytest.raises(GitError):
+        repo.last_commit("no/such/file", CommitSha(last))
