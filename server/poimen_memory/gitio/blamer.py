@@ -155,6 +155,18 @@ class Blamer:
             self._share(blame)
         return self.cache.get(key, at) or blame, source
 
+    def _keep_later(self, path: str, last: CommitSha, blame: Blame, source: str) -> None:
+        """Cache (and share) a blame in the background: a hover waits for neither."""
+        key = self._key(path, last)
+        self.cache.remember(key, blame)
+
+        def keep() -> None:
+            self.cache.put(key, blame)
+            if source != "shared":
+                self._share(blame)
+
+        threading.Thread(target=keep, name="poimen-keep-blame", daemon=True).start()
+
     def _compute(self, path: str, last: CommitSha) -> tuple[Blame, str]:
         known = self._known(path, last)
         if known is not None:
@@ -197,8 +209,7 @@ class Blamer:
             blame = decode(row, rev)
             if blame is None:
                 return None
-            named = [(sha, None) for sha in blame.commits]
-            if len(self.repo.existing(named)) != len(named):
+            if len(self.repo.has_commits(blame.commits)) != len(blame.commits):
                 log.debug("shared blame of %s: commits this clone lacks; not used", row.path)
                 return None
         except GitError:
@@ -300,9 +311,7 @@ class Blamer:
                 self._remember_last(path, at, last)
             known = self._known(path, last)
             if known is not None:
-                self.cache.put(self._key(path, last), known[0])
-                if known[1] != "shared":
-                    self._share(known[0])
+                self._keep_later(path, last, *known)
                 return known[0].origin(line)
         # Blaming `at` gives the same lines as blaming the last commit touching the file.
         found_line = self.repo.blame(path, at, (line, line)).origin(line)

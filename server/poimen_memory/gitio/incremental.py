@@ -376,10 +376,13 @@ class _Walk:
         lines: list[BlameLine] = []
         commits: dict[CommitSha, BlameCommit] = {}
         known = self.checkpoint.commits
+        ids: dict[str, CommitSha] = {}
         for i, origin in enumerate(self.out):
             if origin is None:
                 raise Unsupported(f"line {i + 1} was never resolved")
-            sha = CommitSha(origin[0])
+            sha = ids.get(origin[0])
+            if sha is None:
+                sha = ids[origin[0]] = CommitSha(origin[0])
             lines.append(BlameLine(i + 1, sha, origin[1], origin[2]))
             if sha in commits:
                 continue

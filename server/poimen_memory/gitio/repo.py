@@ -291,6 +291,23 @@ class GitRepo:
         header = self._objects.header(f"{sha}:{path}")
         return header[0] if header is not None and header[1] == "blob" else None
 
+    def has_commits(self, shas: Iterable[CommitSha]) -> set[CommitSha]:
+        """Which of ``shas`` are commits here: one ``cat-file --batch-check`` for many."""
+        wanted = list(dict.fromkeys(shas))
+        if len(wanted) <= 16:
+            return {s for s, _ in self.existing((s, None) for s in wanted)}
+        done = self.runner.run(
+            self.root,
+            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+            stdin="".join(f"{s.value}\n" for s in wanted).encode("ascii"),
+        )
+        found = set()
+        for line in done.stdout.decode("ascii", "replace").splitlines():
+            name, _, kind = line.partition(" ")
+            if kind == "commit":
+                found.add(name)
+        return {s for s in wanted if s.value in found}
+
     def commits(
         self, shas: Iterable[CommitSha], identity: RepoId | None = None
     ) -> dict[CommitSha, CommitInfo]:
