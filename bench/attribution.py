@@ -1,4 +1,4 @@
-"""Figure j: are memories of rewritten commits shown on the lines their change produced, and
+"""Figure m: are memories of rewritten commits shown on the lines their change produced, and
 nowhere else?
 
 A repository is generated deterministically (seeded ``random``) with ``git fast-import``:
@@ -700,7 +700,7 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
     kind_of = {b.n: b.kind for b in history.branches}
     n_landed = Counter(b.kind for b in history.branches)
     log(
-        f"j: generated {len(history.commits)} branch commits over {len(history.branches)}"
+        f"m: generated {len(history.commits)} branch commits over {len(history.branches)}"
         f" branches ({dict(n_landed)}), {len(history.main_marks)} main commits in {built:.1f}s"
     )
 
@@ -725,7 +725,7 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
         summary = ingest([src], store, IngestOptions(project, repo, cache_path=work / "ingest.db"))
         ingest_s = time.perf_counter() - t
     assert not summary.skipped, summary.to_json()
-    log(f"j: ingested {len(history.commits)} memories in {ingest_s:.1f}s")
+    log(f"m: ingested {len(history.commits)} memories in {ingest_s:.1f}s")
     # Statistics, as autovacuum keeps them in a store in use: without any, the planner takes
     # the fresh tables for empty and the lookups' candidate query for a file can take minutes.
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -749,7 +749,7 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
 
     t = time.perf_counter()
     forget_branches(repo)
-    log(f"j: branches deleted, gc in {time.perf_counter() - t:.1f}s")
+    log(f"m: branches deleted, gc in {time.perf_counter() - t:.1f}s")
 
     gid_node = {g: s for s, g in node_gid.items()}
     commit_of = {c.gid: c for c in history.commits}
@@ -981,8 +981,8 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
     return Outcome(recall, len(false_pairs), detail, report)
 
 
-def fig_j(bench: Bench) -> None:
-    """Figure j on the bench's size (quick or full)."""
+def fig_m(bench: Bench) -> None:
+    """Figure m on the bench's size (quick or full)."""
     size = ATTR_QUICK if bench.size is QUICK else ATTR_FULL
     key = "quick" if size is ATTR_QUICK else "full"
     out = measure(
@@ -993,12 +993,12 @@ def fig_j(bench: Bench) -> None:
     )
     r = out.report
     print(
-        f"j: misses by reason {r['miss_reasons']}; false hits by kind {r['false_kinds']};"
+        f"m: misses by reason {r['miss_reasons']}; false hits by kind {r['false_kinds']};"
         f" ambiguous lines {r['ambiguous_lines']}, stray anchors {r['stray_anchors']}",
         flush=True,
     )
     bench.add(
-        "j. attribution recall on rewritten history",
+        "m. attribution recall on rewritten history",
         out.recall,
         1.0,
         ">= 0.95",
@@ -1007,7 +1007,7 @@ def fig_j(bench: Bench) -> None:
         detail=out.detail,
     )
     bench.add(
-        "j. attribution false hits",
+        "m. attribution false hits",
         float(out.false_hits),
         1.0,
         "0",

@@ -164,16 +164,24 @@ ORDER BY commit_sha, file, line_start, node_sha256
 LIMIT %(max_anchors)s;
 
 -- name: anchors_commits
+-- The commits' rows first (one per repository holding them), then their anchors by primary
+-- key: git_anchor's keys start (project, repo, ...), so without a repository a filter on
+-- git_anchor.commit_sha alone scans every anchor of the project.
 SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
-FROM git_anchor a
-WHERE a.project = %(project)s AND a.commit_sha = ANY(%(commits)s::text[])
-  AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
+FROM git_commit g
+JOIN git_anchor a
+  ON a.project = g.project AND a.repo = g.repo AND a.commit_sha = g.commit_sha
+WHERE g.project = %(project)s AND g.commit_sha = ANY(%(commits)s::text[])
+  AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
 ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
 LIMIT %(max_anchors)s;
 
 -- name: anchors_author
 -- The author's newest commits first, walked one commit at a time until max_anchors anchors:
--- a prolific author's hundreds of thousands of anchors are never sorted.
+-- a prolific author's hundreds of thousands of anchors are never sorted. The inner LIMIT keeps
+-- the per-commit lookup a nested loop in key order (a plain join is planned as a hash join,
+-- which takes anchors in table order, not the newest commits'); the outer ORDER BY states
+-- the order, which that plan already has up to the commit (an incremental sort within one).
 SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM (
     SELECT g.project, g.repo, g.commit_sha, g.author_date FROM git_commit g
@@ -181,13 +189,17 @@ FROM (
       AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
       AND (lower(g.author_email) = ANY(%(authors)s::text[])
            OR lower(g.author_name) = ANY(%(authors)s::text[]))
-    ORDER BY g.author_date DESC, g.commit_sha
+    ORDER BY g.author_date DESC, g.commit_sha, g.repo
 ) AS g
 CROSS JOIN LATERAL (
     SELECT x.node_sha256, x.repo, x.commit_sha, x.file, x.line_start, x.line_end
     FROM git_anchor x
     WHERE x.project = g.project AND x.repo = g.repo AND x.commit_sha = g.commit_sha
+    ORDER BY x.file, x.line_start, x.line_end, x.node_sha256
+    LIMIT %(max_anchors)s
 ) AS a
+ORDER BY g.author_date DESC, g.commit_sha, g.repo, a.file, a.line_start, a.line_end,
+         a.node_sha256
 LIMIT %(max_anchors)s;
 
 -- name: anchors_nodes
