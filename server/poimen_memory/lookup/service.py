@@ -28,12 +28,7 @@ from poimen_memory.gitio import (
 from poimen_memory.lookup.checkouts import Checkouts, project_for
 from poimen_memory.lookup.earlier import earlier_versions
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
-from poimen_memory.lookup.origins import (
-    covered_lines,
-    match_evidence,
-    origin_index,
-    origin_runs,
-)
+from poimen_memory.lookup.origins import match_evidence, origin_runs
 from poimen_memory.lookup.requests import (
     MAX_LINE,
     ByAuthorRequest,
@@ -562,35 +557,50 @@ class LookupService:
     def for_document(
         self, project: ProjectId, repo_id: RepoId, blame: Blame, blamer: Blamer
     ) -> DocumentMemories:
-        """Every memory of a blamed file, by current line: one store query for the anchors
-        (and commits) over what blame says the lines came from; no node text is read."""
-        index = origin_index(blame.lines)
-        by_line: dict[int, list[LineMemory]] = {}
-        anchors, commits = self.store.anchors_for_runs(project, repo_id, origin_runs(blame.lines))
+        """Every memory of a blamed file, by current line: one store query works out, from
+        what blame says the lines came from, the blocks of lines sharing memories (each with
+        its citation) and their commits; no node text is read."""
+        blocks, commits = self.store.lens_blocks(project, repo_id, _blame_runs(blame.lines))
+        by_line: dict[int, tuple[LineMemory, ...]] = {}
         # One LineMemory per (node, commit): lenses need who and when, not each anchor.
-        shared: dict[tuple[str, str], LineMemory] = {}
-        for node, sha, file, start, end in anchors:
-            commit = commits[sha]
-            lines = covered_lines(index, commit.sha, file, start, end)
-            if not lines:
-                continue
-            memory = shared.get((node, sha))
-            if memory is None:
-                memory = shared[(node, sha)] = LineMemory(
-                    Sha256Hash(node), Citation(repo_id, file, start, end, commit)
-                )
-            for line in lines:
-                by_line.setdefault(line, []).append(memory)
+        memories: list[LineMemory] = []
+        for first, last, ids, *every in blocks:
+            if every[0] is not None:  # the first block: every memory, by id from 1
+                memories = [
+                    LineMemory(Sha256Hash(node), Citation(repo_id, file, start, end, commits[sha]))
+                    for node, sha, file, start, end in zip(*every, strict=True)
+                ]
+            on_block = tuple(memories[i - 1] for i in ids)
+            by_line.update(dict.fromkeys(range(first, last + 1), on_block))
         missed = [(o, o.line, o.line) for o in blame.lines if o.line not in by_line]
+        rewritten: dict[int, list[LineMemory]] = {}
         for f in self._find_rewritten(project, repo_id, blamer, blame.path, blame.rev, missed):
             memory = LineMemory(f.evidence.node.sha256, citation_of(f.evidence))
             for line in f.lines:
-                by_line.setdefault(line, []).append(memory)
-        return DocumentMemories(
-            repo_id,
-            blame.path,
-            {k: tuple(dict.fromkeys(v)) for k, v in sorted(by_line.items())},
-        )
+                rewritten.setdefault(line, []).append(memory)
+        for line, found in rewritten.items():
+            by_line[line] = tuple(dict.fromkeys((*by_line.get(line, ()), *found)))
+        return DocumentMemories(repo_id, blame.path, dict(sorted(by_line.items())))
+
+
+def _blame_runs(lines: Iterable[BlameLine]) -> list[tuple[CommitSha, str, int, int, int]]:
+    """Blamed lines as the store's lens_blocks takes them: runs ``(commit, original path,
+    first original line, first current line, length)`` of consecutive current lines from
+    consecutive original lines of one file at one commit."""
+    runs: list[tuple[CommitSha, str, int, int, int]] = []
+    for o in lines:
+        if runs:
+            commit, path, orig_first, first, n = runs[-1]
+            if (
+                o.commit == commit
+                and o.orig_path == path
+                and o.orig_line == orig_first + n
+                and o.line == first + n
+            ):
+                runs[-1] = (commit, path, orig_first, first, n + 1)
+                continue
+        runs.append((o.commit, o.orig_path, o.orig_line, o.line, 1))
+    return runs
 
 
 def _with_rewritten(

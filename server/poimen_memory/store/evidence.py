@@ -35,6 +35,24 @@ MAX_ANCHORS = 10_000
 Run = tuple[CommitSha, str, int, int]
 """A run of original lines: ``(commit, file, first line, last line)``."""
 
+BlameRun = tuple[CommitSha, str, int, int, int]
+"""Blamed lines: ``(commit, original file, first original line, first current line, length)``,
+consecutive current lines from as many consecutive lines of that file at that commit."""
+
+LensBlock = tuple[
+    int,
+    int,
+    list[int],
+    list[str] | None,
+    list[str] | None,
+    list[str] | None,
+    list[int] | None,
+    list[int] | None,
+]
+"""Consecutive current lines with the same memories: ``(first line, last line, memory ids in
+order, then nodes, commits, files, line_starts, line_ends)``; those five only in the first
+block, each the list of every memory by id (id 1 first), the rest None."""
+
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
@@ -115,18 +133,42 @@ class EvidenceReads:
             found = conn.execute(
                 query("commits_by_sha"), {"project": project, "repo": repo, "commits": shas}
             ).fetchall()
-        by_sha = {
-            r["commit_sha"]: CommitInfo(
-                repo,
-                CommitSha(r["commit_sha"]),
-                r["message"],
-                r["author_name"],
-                r["author_email"],
-                r["author_date"],
-            )
-            for r in found
-        }
+        by_sha = {r["commit_sha"]: _commit_info(repo, r) for r in found}
         return anchors, {sha: by_sha[sha] for sha in shas}
+
+    def lens_blocks(
+        self, project: ProjectId, repo: RepoId, runs: Iterable[BlameRun]
+    ) -> tuple[list[LensBlock], dict[str, CommitInfo]]:
+        """The code lenses of a blamed file, worked out by the query (``lens_blocks``): one
+        row per block of consecutive current lines with the same memories, by id (every
+        memory in full in the first); and the memories' commits, once each. No node text."""
+        unique = list(dict.fromkeys(runs))
+        if not unique:
+            return [], {}
+        commits, files, orig_starts, starts, lengths = (
+            list(part) for part in zip(*unique, strict=True)
+        )
+        params = {
+            "project": project,
+            "repo": repo,
+            "commits": commits,
+            "files": files,
+            "orig_starts": orig_starts,
+            "starts": starts,
+            "lengths": lengths,
+        }
+        with self._connector.connection() as conn, conn.transaction():
+            conn.execute(query("allow_slow_statements"))
+            with conn.cursor(row_factory=tuple_row) as cur:
+                blocks: list[LensBlock] = cur.execute(query("lens_blocks"), params).fetchall()
+            if not blocks:
+                return [], {}
+            shas = list(dict.fromkeys(blocks[0][4] or ()))
+            found = conn.execute(
+                query("commits_by_sha"), {"project": project, "repo": repo, "commits": shas}
+            ).fetchall()
+        by_sha = {r["commit_sha"]: _commit_info(repo, r) for r in found}
+        return blocks, {sha: by_sha[sha] for sha in shas}
 
     def evidence_for_commits(
         self,
@@ -188,6 +230,18 @@ def _runs_params(project: ProjectId, repo: RepoId, runs: Iterable[Run]) -> dict[
         "starts": starts,
         "ends": ends,
     }
+
+
+def _commit_info(repo: RepoId, row: dict[str, Any]) -> CommitInfo:
+    """A row of ``commits_by_sha``."""
+    return CommitInfo(
+        repo,
+        CommitSha(row["commit_sha"]),
+        row["message"],
+        row["author_name"],
+        row["author_email"],
+        row["author_date"],
+    )
 
 
 def _evidence_from_row(

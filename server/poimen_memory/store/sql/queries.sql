@@ -160,8 +160,110 @@ FROM (SELECT DISTINCT * FROM unnest(%(commits)s::text[], %(files)s::text[])) AS 
 JOIN git_anchor a
   ON a.project = %(project)s AND a.repo = %(repo)s
  AND a.commit_sha = p.commit_sha AND a.file = p.file AND a.line_start = 0
-ORDER BY commit_sha, file, line_start, node_sha256
+ORDER BY commit_sha, file, line_start, node_sha256, line_end
 LIMIT %(max_anchors)s;
+
+-- name: lens_blocks
+-- The code lenses of a blamed file, worked out here rather than anchor by anchor. In: runs of
+-- blamed lines (commit, original file, first original line, first current line, length),
+-- each run consecutive current lines from consecutive lines of one file at one commit. An
+-- anchor covers the current lines whose origin is among its lines (a whole-file anchor: all
+-- lines from its file). A memory is an L0 node at a commit, cited by its first covering
+-- anchor by (file, line_start, line_end). On a line, memories come in the order of the first
+-- anchor of each covering the line, as anchors_runs orders anchors: all of them are at the
+-- line's origin commit and file, so by (line_start, node). Out: one row per block, a maximal
+-- range of consecutive current lines with the same memories in the same order: first line,
+-- last line, and the memories' ids (1, 2, ... by node and commit); the first row also has
+-- every memory, by id, as arrays (node, commit, and the citation's file and lines).
+WITH run AS (
+    SELECT * FROM unnest(%(commits)s::text[], %(files)s::text[], %(orig_starts)s::int[],
+                         %(starts)s::int[], %(lengths)s::int[]) WITH ORDINALITY
+         AS r (commit_sha, file, orig_first, first_line, n, k)
+),
+hit AS MATERIALIZED (
+    -- Each anchor over each run it overlaps, with the current lines it covers there, the id
+    -- of its memory, and the last line an earlier anchor of the memory covers in that run
+    -- (earlier by line_start: in a run, current lines keep the order of original ones).
+    SELECT u.*, dense_rank() OVER (ORDER BY u.node_sha256, u.commit_sha) AS id,
+           max(u.last_line) OVER (PARTITION BY u.node_sha256, u.commit_sha, u.k
+                                  ORDER BY u.line_start, u.line_end
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM (
+        -- Anchors are short: line_start is scanned from the longest anchor back.
+        SELECT a.node_sha256, a.commit_sha, a.file, a.line_start, a.line_end, r.k,
+               r.first_line + (greatest(a.line_start, r.orig_first) - r.orig_first)
+                   AS first_line,
+               r.first_line + (least(a.line_end, r.orig_first + r.n - 1) - r.orig_first)
+                   AS last_line
+        FROM run r
+        JOIN git_anchor a
+          ON a.project = %(project)s AND a.repo = %(repo)s
+         AND a.commit_sha = r.commit_sha AND a.file = r.file
+         AND a.line_start BETWEEN greatest(1, r.orig_first - (
+                SELECT s.line_end - s.line_start FROM git_anchor s
+                WHERE s.project = %(project)s AND s.repo = %(repo)s
+                ORDER BY s.line_end - s.line_start DESC LIMIT 1))
+             AND r.orig_first + r.n - 1
+         AND a.line_end >= r.orig_first
+      UNION ALL
+        SELECT a.node_sha256, a.commit_sha, a.file, a.line_start, a.line_end, r.k,
+               r.first_line, r.first_line + r.n - 1
+        FROM (SELECT DISTINCT * FROM unnest(%(commits)s::text[], %(files)s::text[]))
+             AS p (commit_sha, file)
+        JOIN git_anchor a
+          ON a.project = %(project)s AND a.repo = %(repo)s
+         AND a.commit_sha = p.commit_sha AND a.file = p.file AND a.line_start = 0
+        JOIN run r ON r.commit_sha = a.commit_sha AND r.file = a.file
+    ) AS u
+),
+line AS (
+    -- The memories of each line, each placed by its first anchor covering the line: the
+    -- lines an anchor covers less those an earlier anchor of its memory already covers.
+    SELECT line, array_agg(id ORDER BY place, id) AS ids
+    FROM (SELECT l.line, h.id, h.line_start AS place
+          FROM hit h
+          CROSS JOIN LATERAL generate_series(
+              CASE WHEN h.before >= h.first_line THEN h.before + 1 ELSE h.first_line END,
+              h.last_line) AS l (line)) AS o
+    GROUP BY line
+),
+edge AS (
+    -- The lines that open or close a block.
+    SELECT *
+    FROM (SELECT line, ids,
+                 coalesce(lag(line) OVER w <> line - 1 OR lag(ids) OVER w <> ids, true) AS opens,
+                 coalesce(lead(line) OVER w <> line + 1 OR lead(ids) OVER w <> ids, true)
+                     AS closes
+          FROM line
+          WINDOW w AS (ORDER BY line)) AS e
+    WHERE opens OR closes
+),
+block AS (
+    SELECT first_line, last_line, ids
+    FROM (SELECT line AS first_line, opens, ids,
+                 CASE WHEN closes THEN line ELSE lead(line) OVER (ORDER BY line) END AS last_line
+          FROM edge) AS b
+    WHERE opens
+),
+memory AS MATERIALIZED (
+    -- Every memory by id, with the anchor it is cited by (computed once, not per block).
+    SELECT array_agg(node_sha256 ORDER BY id) AS nodes,
+           array_agg(commit_sha ORDER BY id) AS commits,
+           array_agg(file ORDER BY id) AS files,
+           array_agg(line_start ORDER BY id) AS line_starts,
+           array_agg(line_end ORDER BY id) AS line_ends
+    FROM (SELECT DISTINCT ON (id) id, node_sha256, commit_sha, file, line_start, line_end
+          FROM hit
+          ORDER BY id, file, line_start, line_end) AS c
+)
+SELECT first_line, last_line, ids,
+       CASE WHEN first THEN (SELECT nodes FROM memory) END AS nodes,
+       CASE WHEN first THEN (SELECT commits FROM memory) END AS commits,
+       CASE WHEN first THEN (SELECT files FROM memory) END AS files,
+       CASE WHEN first THEN (SELECT line_starts FROM memory) END AS line_starts,
+       CASE WHEN first THEN (SELECT line_ends FROM memory) END AS line_ends
+FROM (SELECT *, first_line = (SELECT min(first_line) FROM hit) AS first FROM block) AS b
+ORDER BY first_line;
 
 -- name: anchors_commits
 -- The commits' rows first (one per repository holding them), then their anchors by primary
