@@ -32,6 +32,9 @@ __all__ = ["Change", "FileChange", "ancestors_of", "changes", "line_hash"]
 MIN_HASHED = 3
 """Non-whitespace characters a line needs to be hashed: ``}``, ``)``, ``*/`` never match."""
 
+BATCH = 256
+"""Commits per ``git log`` process in changes()."""
+
 IS_ANCESTOR_MAX = 8
 """Up to this many commits, one ``merge-base --is-ancestor`` each; more: one rev-list walk."""
 
@@ -442,7 +445,8 @@ def changes(
     max_lines: int = 20_000,
     on_progress: Callable[[int], None] | None = None,
 ) -> dict[CommitSha, Change]:
-    """The changes of many commits in ONE git process, parsed as it streams.
+    """The changes of many commits, ``BATCH`` commits per git process, parsed as it streams
+    (one process for all of a big history would outlast the runner's timeout).
 
     Each commit is diffed against its first parent (a merge too; a root commit against the
     empty tree), with renames found. Commits the repository lacks are absent from the
@@ -457,6 +461,26 @@ def changes(
     todo = [sha for sha in wanted if (sha, None) in present]
     if not todo:
         return {}
+    out: dict[CommitSha, Change] = {}
+    done = 0
+    for start in range(0, len(todo), BATCH):
+        batch = todo[start : start + BATCH]
+
+        def progress(parsed: int, base: int = done) -> None:
+            if on_progress is not None:
+                on_progress(base + parsed)
+
+        out |= _changes_of(repo, batch, max_lines, progress)
+        done += len(batch)
+    return out
+
+
+def _changes_of(
+    repo: GitRepo,
+    todo: list[CommitSha],
+    max_lines: int,
+    on_progress: Callable[[int], None],
+) -> dict[CommitSha, Change]:
     asked = set(todo)
     stdin = b"".join(sha.value.encode("ascii") + b"\n" for sha in todo)
     out: dict[CommitSha, Change] = {}
@@ -476,8 +500,7 @@ def changes(
             for parsed, change in enumerate(parser.feed(proc.stdout), start=1):
                 if change.commit in asked:
                     out[change.commit] = change
-                if on_progress is not None:
-                    on_progress(parsed)
+                on_progress(parsed)
         except GitFailed:
             if proc.poll() is not None:  # git ended early: what it says is the better error
                 finish_stream(proc, _LOG_ARGS)
