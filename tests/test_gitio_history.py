@@ -535,3 +535,27 @@ def test_unreadable_output_stops_git_without_waiting_for_it(
     with pytest.raises(GitFailed, match="unreadable hunk header"):
         changes(GitRepo.discover(fx.root, runner), [sha(fx, "root")])
     assert time.monotonic() - started < 10
+
+
+def test_many_commits_are_read_in_batches_with_the_same_answer(
+    fx: FixtureRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big history is read a batch of commits per git process (one process would outlast
+    the runner's timeout): the answer and the progress count are those of one process."""
+    from poimen_memory.gitio import history
+
+    made = []
+    for n in range(7):
+        fx.set_line("src/app.py", n + 1, f"changed {n}")
+        made.append(CommitSha(fx.commit(f"c{n}", f"change {n}", BOB)))
+    repo = GitRepo.discover(fx.root)
+    whole = changes(repo, [*made, MISSING])
+    runner = repo.runner
+    before = runner.spawned
+    monkeypatch.setattr(history, "BATCH", 3)
+    seen: list[int] = []
+    batched = changes(repo, [*made, MISSING], on_progress=seen.append)
+    assert batched == whole
+    assert list(batched) == made
+    assert seen == list(range(1, 8))
+    assert runner.spawned - before >= 3  # 7 commits, 3 a process
