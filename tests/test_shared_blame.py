@@ -249,3 +249,54 @@ def test_no_sharing_when_turned_off(
                            [last]) == set()  # fmt: skip
     with pytest.raises(GitError):
         repo.last_commit("no/such/file", CommitSha(last))
+
+
+def test_a_teammates_first_hover_reads_one_line_of_the_shared_row(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A cold hover takes its line from the shared row (blob and the line's commit checked),
+    with no git blame; the whole row is checked and cached behind it."""
+    mine = clone(str(origin.root), tmp_path / "mine")
+    a = checkouts_for(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / FILE)
+    blamer_a.blame_file(rel)
+    a.flush()
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    b = checkouts_for(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
+    no_git_blame(blamer_b.repo, monkeypatch)
+    for line in (1, 42, len(truth.lines)):
+        assert blamer_b.origin(rel_b, line) == truth.origin(line)
+    assert blamer_b.origin(rel_b, len(truth.lines) + 1) is None
+    deadline = time.monotonic() + 10
+    while blamer_b.sources["shared"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert blamer_b.sources["shared"] >= 1  # the whole row, checked, reached the cache
+
+
+def test_a_hover_line_whose_commit_this_clone_lacks_is_blamed_by_git(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId
+) -> None:
+    shared, mine, rel = _shared_row_for(tmp_path, origin, store, project)
+    repo = GitRepo.discover(mine.root)
+    last = repo.last_commit(rel, repo.head())
+    row = shared.get(rel, last.value, repo.shared_blame_fingerprint())
+    assert row is not None
+    stranger = "fedcba9876" * 4
+    first = row.runs[0]
+    forged = replace(
+        row,
+        commits=(*row.commits, (stranger, "M", "m@x", 0, "s", False)),
+        runs=((stranger, rel, 1, 1), (first[0], first[1], first[2] + 1, first[3] - 1),
+              *row.runs[1:]) if first[3] > 1 else ((stranger, rel, 1, 1), *row.runs[1:]),
+    )  # fmt: skip
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    b = new_checkouts(cache_path=tmp_path / "b-cache.db")
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    blamer_b.shared = type("Fake", (), {
+        "get": lambda self, *a: forged, "commits_with": lambda self, *a: set(),
+        "put": lambda self, r: None})()  # fmt: skip
+    truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
+    assert blamer_b.origin(rel_b, 1) == truth.origin(1)

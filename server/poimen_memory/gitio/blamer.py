@@ -20,9 +20,14 @@ from poimen_memory.gitio.cache import (
     CacheKey,
 )
 from poimen_memory.gitio.errors import GitError
-from poimen_memory.gitio.incremental import Unsupported, blame_from, checkpoint_candidates
+from poimen_memory.gitio.incremental import (
+    Unsupported,
+    blame_from,
+    checkpoint_candidates,
+    touching,
+)
 from poimen_memory.gitio.repo import GitRepo
-from poimen_memory.gitio.shared import SharedBlames, decode, encode
+from poimen_memory.gitio.shared import SharedBlames, decode, encode, line_of
 
 __all__ = ["Blamer"]
 
@@ -30,6 +35,8 @@ log = logging.getLogger(__name__)
 
 _LADDER = (16, 256)
 """Commits touching a file searched for a checkpoint: the nearest first, then further."""
+_LATER_S = 0.25
+"""Delay before a blame found for a hover is cached and shared (in the background)."""
 
 _FileAt = tuple[str, CommitSha]  # (path, revision)
 
@@ -165,7 +172,10 @@ class Blamer:
             if source != "shared":
                 self._share(blame)
 
-        threading.Thread(target=keep, name="poimen-keep-blame", daemon=True).start()
+        # A moment later: the hover's answer goes out first, not sharing the interpreter.
+        timer = threading.Timer(_LATER_S, keep)
+        timer.daemon = True
+        timer.start()
 
     def _compute(self, path: str, last: CommitSha) -> tuple[Blame, str]:
         known = self._known(path, last)
@@ -229,10 +239,45 @@ class Blamer:
             return
         shared.put(encode(blame, fingerprint, blob))
 
-    def _incremental(self, path: str, last: CommitSha) -> Blame | None:
+    def _shared_line(self, path: str, last: CommitSha, line: int) -> tuple[BlameLine | None] | None:
+        """One line from the shared row for (path, last), checked as far as it needs (this
+        repository has the commit and the very blob, and the line's own commit); the whole
+        row is then checked and cached in the background. None: no usable row."""
+        if self.shared is None:
+            return None
+        row = self.shared.get(path, last.value, self.repo.shared_blame_fingerprint())
+        if row is None or row.path != path or row.commit != last.value:
+            return None
+        try:
+            if self.repo.blob_id(last, path) != row.blob_id:
+                return None
+        except GitError:
+            return None
+        found = line_of(row, line)
+        if isinstance(found, bool):
+            return None
+        if found is not None and not self.repo.has_commits([found.commit]):
+            return None
+
+        def keep() -> None:
+            blame = self._trusted(row, last)
+            if blame is not None:
+                self.sources["shared"] += 1
+                key = self._key(path, last)
+                self.cache.remember(key, blame)
+                self.cache.put(key, blame)
+
+        timer = threading.Timer(_LATER_S, keep)
+        timer.daemon = True
+        timer.start()
+        return (found,)
+
+    def _incremental(
+        self, path: str, last: CommitSha, candidates: list[CommitSha] | None = None
+    ) -> Blame | None:
         """The blame at ``last`` from the nearest ancestor whose blame is known, or None."""
         try:
-            checkpoint = self._checkpoint(path, last)
+            checkpoint = self._checkpoint(path, last, candidates)
             if checkpoint is None:
                 return None
             blame = blame_from(self.repo, checkpoint, last, path, self._cached_at)
@@ -252,14 +297,19 @@ class Blamer:
         except GitError:
             return None
 
-    def _checkpoint(self, path: str, last: CommitSha) -> Blame | None:
+    def _checkpoint(
+        self, path: str, last: CommitSha, known: list[CommitSha] | None = None
+    ) -> Blame | None:
         fingerprint = self.repo.blame_fingerprint()
         local = self.cache.has_path(self._repo_key(), path, fingerprint)
         if not local and self.shared is None:
             return None
         shared_fp = self.repo.shared_blame_fingerprint()
         for depth in _LADDER:
-            candidates = checkpoint_candidates(self.repo, path, last, depth)
+            if known is not None and depth == _LADDER[0]:
+                candidates = known[:depth]
+            else:
+                candidates = checkpoint_candidates(self.repo, path, last, depth)
             if not candidates:
                 return None
             cached = (
@@ -306,13 +356,20 @@ class Blamer:
         ):
             # A blame of this file is known somewhere: the whole file from it (a query, or
             # the commits since an earlier one) costs less than git's one line.
-            if last is None:
-                last = self.repo.last_commit(path, at)
+            # One walk gives the last commit touching the file and the checkpoint candidates.
+            recent = touching(self.repo, path, at, _LADDER[0] + 1)
+            if recent and last is None:
+                last = recent[0]
                 self._remember_last(path, at, last)
-            known = self._known(path, last)
-            if known is not None:
-                self._keep_later(path, last, *known)
-                return known[0].origin(line)
+            if last is not None:
+                one = self._shared_line(path, last, line)
+                if one is not None:
+                    return one[0]
+                before = recent[1:] if recent and recent[0] == last else None
+                found_blame = self._incremental(path, last, before)
+                if found_blame is not None:
+                    self._keep_later(path, last, found_blame, "incremental")
+                    return found_blame.origin(line)
         # Blaming `at` gives the same lines as blaming the last commit touching the file.
         found_line = self.repo.blame(path, at, (line, line)).origin(line)
         with self._lock:

@@ -39,7 +39,14 @@ from poimen_memory.gitio.files import read_regular_file
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.runner import check_not_option, finish_stream
 
-__all__ = ["MAX_WALK", "Unsupported", "blame_from", "checkpoint_candidates", "supported"]
+__all__ = [
+    "MAX_WALK",
+    "Unsupported",
+    "blame_from",
+    "checkpoint_candidates",
+    "supported",
+    "touching",
+]
 
 log = logging.getLogger(__name__)
 
@@ -136,21 +143,25 @@ def supported(repo: GitRepo) -> str | None:
     return None
 
 
-def checkpoint_candidates(
-    repo: GitRepo, path: str, last: CommitSha, limit: int = CANDIDATES
-) -> list[CommitSha]:
-    """Up to ``limit`` commits before ``last`` that touched ``path``, newest first (a
-    bounded walk)."""
+def touching(repo: GitRepo, path: str, rev: CommitSha, limit: int) -> list[CommitSha]:
+    """Up to ``limit`` commits at or before ``rev`` that touched ``path``, newest first (the
+    first is the one its blame at ``rev`` is keyed by); a bounded walk."""
     check_not_option("file", path)
     done = repo.runner.run(
         repo.root,
-        ["rev-list", f"--max-count={limit + 1}", last.value, "--", path],
+        ["rev-list", f"--max-count={limit}", rev.value, "--", path],
         ok_codes=(0, 128),
     )
     if done.returncode != 0:
         return []
-    found = done.stdout.decode("ascii", "replace").split()
-    return [CommitSha(s) for s in found if s != last.value]
+    return [CommitSha(s) for s in done.stdout.decode("ascii", "replace").split()]
+
+
+def checkpoint_candidates(
+    repo: GitRepo, path: str, last: CommitSha, limit: int = CANDIDATES
+) -> list[CommitSha]:
+    """Up to ``limit`` commits before ``last`` that touched ``path``, newest first."""
+    return [c for c in touching(repo, path, last, limit + 1) if c != last][:limit]
 
 
 def blame_from(
@@ -381,11 +392,11 @@ class _Walk:
             if origin is None:
                 raise Unsupported(f"line {i + 1} was never resolved")
             sha = ids.get(origin[0])
-            if sha is None:
-                sha = ids[origin[0]] = CommitSha(origin[0])
-            lines.append(BlameLine(i + 1, sha, origin[1], origin[2]))
-            if sha in commits:
+            if sha is not None:
+                lines.append(BlameLine(i + 1, sha, origin[1], origin[2]))
                 continue
+            sha = ids[origin[0]] = CommitSha(origin[0])
+            lines.append(BlameLine(i + 1, sha, origin[1], origin[2]))
             found = known.get(sha) or self.extra_commits.get(sha)
             if found is None:
                 name, email, when, summary = self.authors[sha.value]

@@ -18,7 +18,7 @@ from typing import Protocol
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
 
-__all__ = ["SharedBlameRow", "SharedBlames", "decode", "encode"]
+__all__ = ["SharedBlameRow", "SharedBlames", "decode", "encode", "line_of"]
 
 Run = tuple[str, str, int, int]  # (orig commit, orig path, orig start, length)
 CommitMeta = tuple[str, str, str, int, str, bool]  # sha, name, email, epoch, summary, boundary
@@ -101,3 +101,24 @@ def decode(row: SharedBlameRow, rev: CommitSha) -> Blame | None:
     used = {line.commit for line in lines}
     commits = {m.sha: m for m in meta.values() if m.sha in used}
     return Blame(path=row.path, rev=rev, lines=tuple(lines), commits=commits)
+
+
+def line_of(row: SharedBlameRow, line: int) -> BlameLine | bool | None:
+    """Line ``line`` of a row without decoding the rest: its origin, None past the end, False
+    when the row does not hang together where the line is."""
+    if line < 1 or line > row.line_count:
+        return None
+    meta = {c[0] for c in row.commits}
+    at = 1
+    try:
+        for sha, path, start, length in row.runs:
+            if length < 1 or start < 1:
+                return False
+            if at <= line < at + length:
+                if sha not in meta:
+                    return False
+                return BlameLine(line, CommitSha(sha), path, start + line - at)
+            at += length
+    except (ValueError, TypeError):
+        return False
+    return False
