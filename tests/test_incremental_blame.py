@@ -191,6 +191,11 @@ def check_all(h: History, *, ignoring: bool) -> tuple[int, int]:
             have = [(x.commit, x.orig_path, x.orig_line) for x in got.lines]
             assert have == want, (sha, candidate.value, path)
             assert got.commits.keys() >= {x.commit for x in got.lines}
+            # One line traced alone (a hover's answer) is the same line.
+            for n in {1, (len(want) + 1) // 2, len(want)} - {0}:
+                one = blame_from(repo, checkpoint, last, path, line=n)
+                assert not one.complete
+                assert one.lines == (got.lines[n - 1],), (sha, candidate.value, path, n)
             compared += 1
     return compared, unsupported
 

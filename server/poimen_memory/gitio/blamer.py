@@ -272,22 +272,45 @@ class Blamer:
         timer.start()
         return (found,)
 
+    def _complete_later(
+        self, path: str, last: CommitSha, candidates: list[CommitSha] | None
+    ) -> None:
+        """The whole file's blame from its checkpoint, cached and shared, in the background."""
+
+        def complete() -> None:
+            blame = self._incremental(path, last, candidates)
+            if blame is not None:
+                key = self._key(path, last)
+                self.cache.remember(key, blame)
+                self.cache.put(key, blame)
+                self._share(blame)
+
+        timer = threading.Timer(_LATER_S, complete)
+        timer.daemon = True
+        timer.start()
+
     def _incremental(
-        self, path: str, last: CommitSha, candidates: list[CommitSha] | None = None
+        self,
+        path: str,
+        last: CommitSha,
+        candidates: list[CommitSha] | None = None,
+        line: int | None = None,
     ) -> Blame | None:
-        """The blame at ``last`` from the nearest ancestor whose blame is known, or None."""
+        """The blame at ``last`` from the nearest ancestor whose blame is known (only
+        ``line``, if given), or None."""
         try:
             checkpoint = self._checkpoint(path, last, candidates)
             if checkpoint is None:
                 return None
-            blame = blame_from(self.repo, checkpoint, last, path, self._cached_at)
+            blame = blame_from(self.repo, checkpoint, last, path, self._cached_at, line)
         except Unsupported as exc:
             log.debug("blame of %s at %s by git: %s", path, last.short(), exc)
             return None
         except GitError as exc:
             log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
             return None
-        self.sources["incremental"] += 1
+        if line is None:
+            self.sources["incremental"] += 1
         return blame
 
     def _cached_at(self, rev: CommitSha, path: str) -> Blame | None:
@@ -366,10 +389,10 @@ class Blamer:
                 if one is not None:
                     return one[0]
                 before = recent[1:] if recent and recent[0] == last else None
-                found_blame = self._incremental(path, last, before)
-                if found_blame is not None:
-                    self._keep_later(path, last, found_blame, "incremental")
-                    return found_blame.origin(line)
+                traced = self._incremental(path, last, before, line)
+                if traced is not None:
+                    self._complete_later(path, last, before)
+                    return traced.origin(line)
         # Blaming `at` gives the same lines as blaming the last commit touching the file.
         found_line = self.repo.blame(path, at, (line, line)).origin(line)
         with self._lock:

@@ -170,12 +170,14 @@ def blame_from(
     target: CommitSha,
     path: str,
     known: Callable[[CommitSha, str], Blame | None] | None = None,
+    line: int | None = None,
 ) -> Blame:
     """The whole-file blame of ``path`` at ``target`` (the last commit that touched it), from
     ``checkpoint``: the whole-file blame of the same path at an ancestor of ``target``.
     ``known`` may answer with a cached whole-file blame of another commit: lines that reach
-    a commit outside the walk use it instead of git blame. Unsupported when the answer
-    could differ from git's."""
+    a commit outside the walk use it instead of git blame. With ``line``, only that line is
+    traced (a partial blame: a hover's answer, without the rest of the file's bookkeeping).
+    Unsupported when the answer could differ from git's."""
     if not checkpoint.complete or checkpoint.path != path:
         raise Unsupported("the checkpoint is not a whole-file blame of this path")
     reason = supported(repo)
@@ -184,7 +186,13 @@ def blame_from(
     walk = _Walk(repo, checkpoint, known)
     data = repo.blob(target, path)
     count = _count_lines(data)
-    return walk.finish(path, target, walk.run(path, target, [(1, count, 1)], count))
+    if line is not None:
+        if not 1 <= line <= count:
+            return Blame(path=path, rev=target, lines=(), commits={}, complete=False)
+        walk.run(path, target, [(line, 1, line)], count)
+        return walk.finish(path, target, partial=True)
+    walk.run(path, target, [(1, count, 1)], count)
+    return walk.finish(path, target)
 
 
 def _count_lines(data: bytes) -> int:
@@ -213,13 +221,12 @@ class _Walk:
         self.out: list[tuple[str, str, int] | None] = []
         self.extra_commits: dict[CommitSha, BlameCommit] = {}
 
-    def run(self, path: str, tip: CommitSha, runs: list[_Run], size: int) -> list[_Run]:
+    def run(self, path: str, tip: CommitSha, runs: list[_Run], size: int) -> None:
         """Resolve ``runs`` of ``path`` at ``tip`` (which touched it) into self.out."""
         if len(self.out) < size:
             self.out.extend([None] * (size - len(self.out)))
         self._walk(path, tip, runs)
         self._blame_boundary()
-        return runs
 
     def _walk(self, path: str, tip: CommitSha, runs: list[_Run]) -> None:
         if tip == self.base and path == self.checkpoint.path:
@@ -383,13 +390,15 @@ class _Walk:
                         raise Unsupported(f"git blame at {commit[:12]} lacks line {start + k}")
                     self.out[at - 1 + k] = (origin.commit.value, origin.orig_path, origin.orig_line)
 
-    def finish(self, path: str, target: CommitSha, _runs: list[_Run]) -> Blame:
+    def finish(self, path: str, target: CommitSha, *, partial: bool = False) -> Blame:
         lines: list[BlameLine] = []
         commits: dict[CommitSha, BlameCommit] = {}
         known = self.checkpoint.commits
         ids: dict[str, CommitSha] = {}
         for i, origin in enumerate(self.out):
             if origin is None:
+                if partial:
+                    continue
                 raise Unsupported(f"line {i + 1} was never resolved")
             sha = ids.get(origin[0])
             if sha is not None:
@@ -404,7 +413,9 @@ class _Walk:
                     sha, name, email, datetime.fromtimestamp(when, UTC), summary, False
                 )
             commits[sha] = found
-        return Blame(path=path, rev=target, lines=tuple(lines), commits=commits)
+        return Blame(
+            path=path, rev=target, lines=tuple(lines), commits=commits, complete=not partial
+        )
 
     # -- reading history ----------------------------------------------------------------
 
