@@ -12,7 +12,7 @@ Import from ``poimen_memory.domain``; the modules are its parts, not separate in
 
 from __future__ import annotations
 
-from poimen_memory.domain.anchors import Anchor, CommitInfo
+from poimen_memory.domain.anchors import Anchor, CommitInfo, SharedBlame
 from poimen_memory.domain.checks import ContentError, parse_timestamp
 from poimen_memory.domain.encoding import CHUNK_TAG as CHUNK_TAG
 from poimen_memory.domain.encoding import NODE_TAG as NODE_TAG
@@ -50,6 +50,7 @@ __all__ = [
     "Role",
     "RunId",
     "Sha256Hash",
+    "SharedBlame",
     "TokenCounter",
     "approx_tokens",
     "check_repo_path",

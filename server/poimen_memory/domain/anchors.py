@@ -128,3 +128,27 @@ class Anchor:
             line_start=o["line_start"],
             line_end=o["line_end"],
         )
+
+
+BlameCommitRow = tuple[str, str, str, int, str, bool]
+"""A blamed commit: ``(sha, author_name, author_email, author_time (epoch s), summary,
+boundary)``."""
+
+BlameRunRow = tuple[str, str, int, int]
+"""A run: ``(orig_commit, orig_path, orig_start, length)``: the next ``length`` lines of the
+file are lines ``orig_start..orig_start+length-1`` of ``orig_path`` at ``orig_commit``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SharedBlame:
+    """A whole-file blame as a team shares it (gitio writes and checks it, the store keeps
+    it): the file's lines as runs, in order, keyed by path, the last commit that touched it
+    and the settings fingerprint, with the file's blob id to check it against."""
+
+    path: str
+    commit: str
+    fingerprint: str
+    blob_id: str
+    line_count: int
+    commits: tuple[BlameCommitRow, ...]
+    runs: tuple[BlameRunRow, ...]

@@ -11,11 +11,10 @@ process wires in; any failure there is a miss.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from poimen_memory.domain import CommitSha
+from poimen_memory.domain import CommitSha, SharedBlame
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
 
 __all__ = ["SharedBlameRow", "SharedBlames", "decode", "encode", "line_of"]
@@ -24,17 +23,8 @@ Run = tuple[str, str, int, int]  # (orig commit, orig path, orig start, length)
 CommitMeta = tuple[str, str, str, int, str, bool]  # sha, name, email, epoch, summary, boundary
 
 
-@dataclass(frozen=True, slots=True)
-class SharedBlameRow:
-    """One shared whole-file blame, as stored."""
-
-    path: str
-    commit: str
-    fingerprint: str
-    blob_id: str
-    line_count: int
-    commits: tuple[CommitMeta, ...]
-    runs: tuple[Run, ...]
+SharedBlameRow = SharedBlame
+"""One shared whole-file blame, as stored (the domain's record)."""
 
 
 class SharedBlames(Protocol):

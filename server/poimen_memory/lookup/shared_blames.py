@@ -17,11 +17,9 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from poimen_memory.domain import ProjectId, RepoId
+from poimen_memory.domain import ProjectId, RepoId, SharedBlame
 from poimen_memory.errors import StoreUnavailable
-from poimen_memory.gitio.shared import SharedBlameRow
 from poimen_memory.store import Store
-from poimen_memory.store.blames import SharedBlame
 
 __all__ = ["SharedBlameGate", "StoreSharedBlames"]
 
@@ -104,7 +102,7 @@ class StoreSharedBlames:
         self.project = project
         self.repo = repo
 
-    def get(self, path: str, commit: str, fingerprint: str) -> SharedBlameRow | None:
+    def get(self, path: str, commit: str, fingerprint: str) -> SharedBlame | None:
         """The stored row, or None (a miss, or the store cannot answer)."""
         if not self.gate.open():
             return None
@@ -115,17 +113,7 @@ class StoreSharedBlames:
             return None
         except ValueError:  # a path or id the store refuses (too long): a miss
             return None
-        if found is None:
-            return None
-        return SharedBlameRow(
-            found.path,
-            found.commit,
-            found.fingerprint,
-            found.blob_id,
-            found.line_count,
-            tuple(found.commits),
-            tuple(found.runs),
-        )
+        return found
 
     def commits_with(self, path: str, fingerprint: str, commits: Sequence[str]) -> set[str]:
         """Which of ``commits`` have a stored blame (none when the store cannot answer)."""
@@ -141,15 +129,6 @@ class StoreSharedBlames:
         except ValueError:
             return set()
 
-    def put(self, row: SharedBlameRow) -> None:
+    def put(self, row: SharedBlame) -> None:
         """Share a blame, in the background."""
-        blame = SharedBlame(
-            path=row.path,
-            commit=row.commit,
-            fingerprint=row.fingerprint,
-            blob_id=row.blob_id,
-            line_count=row.line_count,
-            commits=row.commits,
-            runs=row.runs,
-        )
-        self.gate.enqueue(self.project(), self.repo, blame)
+        self.gate.enqueue(self.project(), self.repo, row)

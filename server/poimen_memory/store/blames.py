@@ -20,12 +20,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from psycopg.types.json import Jsonb
 
-from poimen_memory.domain import ContentError, ProjectId, RepoId, check_repo_path
+from poimen_memory.domain import (
+    ContentError,
+    ProjectId,
+    RepoId,
+    SharedBlame,
+    anchors,
+    check_repo_path,
+)
 from poimen_memory.domain.checks import BIGINT_MAX, INT4_MAX, check_int, check_match, check_text
 from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import query
@@ -66,26 +72,8 @@ _OBJECT_ID: Final = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _FINGERPRINT: Final = re.compile(r"[0-9a-f]{32}")
 _OBJECT_ID_TEXT: Final = "a full git object id (40 or 64 lowercase hex digits)"
 
-BlameCommitRow = tuple[str, str, str, int, str, bool]
-"""A blamed commit: ``(sha, author_name, author_email, author_time (epoch s), summary,
-boundary)``."""
-
-BlameRunRow = tuple[str, str, int, int]
-"""A run: ``(orig_commit, orig_path, orig_start, length)``: the next ``length`` lines of the
-file are lines ``orig_start..orig_start+length-1`` of ``orig_path`` at ``orig_commit``."""
-
-
-@dataclass(frozen=True, slots=True)
-class SharedBlame:
-    """A whole-file blame as the shared cache holds it: the file's lines as runs, in order."""
-
-    path: str
-    commit: str
-    fingerprint: str
-    blob_id: str
-    line_count: int
-    commits: tuple[BlameCommitRow, ...]
-    runs: tuple[BlameRunRow, ...]
+BlameCommitRow = anchors.BlameCommitRow
+BlameRunRow = anchors.BlameRunRow
 
 
 def _check_key(path: object, commit: object, fingerprint: object) -> None:
