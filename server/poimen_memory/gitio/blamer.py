@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 
 from cachetools import LRUCache
 
-from poimen_memory.domain import CommitSha
+from poimen_memory.domain import CommitSha, SharedBlame
 from poimen_memory.gitio.blame import Blame, BlameLine
 from poimen_memory.gitio.cache import (
     FILE_TEXTS,
@@ -39,6 +40,14 @@ _LATER_S = 0.25
 """Delay before a blame found for a hover is cached and shared (in the background)."""
 
 _FileAt = tuple[str, CommitSha]  # (path, revision)
+
+
+def _later(work: Callable[[], None]) -> None:
+    """Run ``work`` a moment from now in a daemon thread: a hover's answer goes out first,
+    not sharing the interpreter with its bookkeeping."""
+    timer = threading.Timer(_LATER_S, work)
+    timer.daemon = True
+    timer.start()
 
 
 class Blamer:
@@ -136,17 +145,7 @@ class Blamer:
         """The whole-file blame of ``path`` at ``rev`` (HEAD by default): from the local
         cache, else the shared one, else from the nearest cached ancestor's blame and the
         commits since (identical to git's), else from ``git blame``; then cached."""
-        at = self.repo.head() if rev is None else rev
-        key = self.key(path, at)
-        hit = self.cache.get(key, at)
-        if hit is not None:
-            return hit
-        # Blaming the last commit that touched the file gives the same lines as blaming `at`.
-        blame, source = self._compute(path, key.commit)
-        self.cache.put(key, blame)
-        if source != "shared":
-            self._share(blame)
-        return self.cache.get(key, at) or blame
+        return self.blame_known(path, rev)[0]
 
     def blame_known(self, path: str, rev: CommitSha | None = None) -> tuple[Blame, str]:
         """blame_file() and where the answer came from: ``cache``, ``shared``,
@@ -161,21 +160,6 @@ class Blamer:
         if source != "shared":
             self._share(blame)
         return self.cache.get(key, at) or blame, source
-
-    def _keep_later(self, path: str, last: CommitSha, blame: Blame, source: str) -> None:
-        """Cache (and share) a blame in the background: a hover waits for neither."""
-        key = self._key(path, last)
-        self.cache.remember(key, blame)
-
-        def keep() -> None:
-            self.cache.put(key, blame)
-            if source != "shared":
-                self._share(blame)
-
-        # A moment later: the hover's answer goes out first, not sharing the interpreter.
-        timer = threading.Timer(_LATER_S, keep)
-        timer.daemon = True
-        timer.start()
 
     def _compute(self, path: str, last: CommitSha) -> tuple[Blame, str]:
         known = self._known(path, last)
@@ -196,22 +180,24 @@ class Blamer:
 
     # -- the shared cache and checkpoints ------------------------------------------------
 
-    def _from_shared(self, path: str, last: CommitSha) -> Blame | None:
-        """The shared row for (path, last), once this repository vouches for it."""
+    def _shared_row(self, path: str, last: CommitSha) -> SharedBlame | None:
+        """The shared row for (path, last), if the store has one (not yet trusted)."""
         if self.shared is None:
             return None
         row = self.shared.get(path, last.value, self.repo.shared_blame_fingerprint())
         if row is None or row.path != path or row.commit != last.value:
             return None
-        blame = self._trusted(row, last)
+        return row
+
+    def _from_shared(self, path: str, last: CommitSha) -> Blame | None:
+        """The shared row for (path, last), once this repository vouches for it."""
+        row = self._shared_row(path, last)
+        blame = self._trusted(row, last) if row is not None else None
         if blame is not None:
             self.sources["shared"] += 1
         return blame
 
-    def _trusted(self, row: object, rev: CommitSha) -> Blame | None:
-        from poimen_memory.gitio.shared import SharedBlameRow
-
-        assert isinstance(row, SharedBlameRow)
+    def _trusted(self, row: SharedBlame, rev: CommitSha) -> Blame | None:
         try:
             if self.repo.blob_id(rev, row.path) != row.blob_id:
                 log.debug("shared blame of %s at %s: another blob; not used", row.path, rev.short())
@@ -243,10 +229,8 @@ class Blamer:
         """One line from the shared row for (path, last), checked as far as it needs (this
         repository has the commit and the very blob, and the line's own commit); the whole
         row is then checked and cached in the background. None: no usable row."""
-        if self.shared is None:
-            return None
-        row = self.shared.get(path, last.value, self.repo.shared_blame_fingerprint())
-        if row is None or row.path != path or row.commit != last.value:
+        row = self._shared_row(path, last)
+        if row is None:
             return None
         try:
             if self.repo.blob_id(last, path) != row.blob_id:
@@ -263,31 +247,10 @@ class Blamer:
             blame = self._trusted(row, last)
             if blame is not None:
                 self.sources["shared"] += 1
-                key = self._key(path, last)
-                self.cache.remember(key, blame)
-                self.cache.put(key, blame)
+                self.cache.put(self._key(path, last), blame)
 
-        timer = threading.Timer(_LATER_S, keep)
-        timer.daemon = True
-        timer.start()
+        _later(keep)
         return (found,)
-
-    def _complete_later(
-        self, path: str, last: CommitSha, candidates: list[CommitSha] | None
-    ) -> None:
-        """The whole file's blame from its checkpoint, cached and shared, in the background."""
-
-        def complete() -> None:
-            blame = self._incremental(path, last, candidates)
-            if blame is not None:
-                key = self._key(path, last)
-                self.cache.remember(key, blame)
-                self.cache.put(key, blame)
-                self._share(blame)
-
-        timer = threading.Timer(_LATER_S, complete)
-        timer.daemon = True
-        timer.start()
 
     def _incremental(
         self,
@@ -296,22 +259,42 @@ class Blamer:
         candidates: list[CommitSha] | None = None,
         line: int | None = None,
     ) -> Blame | None:
-        """The blame at ``last`` from the nearest ancestor whose blame is known (only
-        ``line``, if given), or None."""
+        """The blame at ``last`` from the nearest ancestor whose blame is known, or None.
+        With ``line``, only that line is traced, and the whole file follows from the same
+        checkpoint in the background (cached and shared)."""
         try:
             checkpoint = self._checkpoint(path, last, candidates)
             if checkpoint is None:
                 return None
+            blame = self._from_checkpoint(path, last, checkpoint, line)
+        except GitError as exc:
+            log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
+            return None
+        if blame is not None and line is not None:
+            _later(lambda: self._complete(path, last, checkpoint))
+        return blame
+
+    def _from_checkpoint(
+        self, path: str, last: CommitSha, checkpoint: Blame, line: int | None = None
+    ) -> Blame | None:
+        try:
             blame = blame_from(self.repo, checkpoint, last, path, self._cached_at, line)
         except Unsupported as exc:
             log.debug("blame of %s at %s by git: %s", path, last.short(), exc)
             return None
-        except GitError as exc:
-            log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
-            return None
         if line is None:
             self.sources["incremental"] += 1
         return blame
+
+    def _complete(self, path: str, last: CommitSha, checkpoint: Blame) -> None:
+        try:
+            blame = self._from_checkpoint(path, last, checkpoint)
+        except GitError as exc:
+            log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
+            return
+        if blame is not None:
+            self.cache.put(self._key(path, last), blame)
+            self._share(blame)
 
     def _cached_at(self, rev: CommitSha, path: str) -> Blame | None:
         # A commit outside an incremental walk: its whole-file blame if cached here.
@@ -349,7 +332,7 @@ class Blamer:
                     if found is not None:
                         return found
                 if candidate.value in shared:
-                    row = self.shared.get(path, candidate.value, shared_fp) if self.shared else None
+                    row = self._shared_row(path, candidate)
                     blame = self._trusted(row, candidate) if row is not None else None
                     if blame is not None:
                         self.cache.put(self._key(path, candidate), blame)
@@ -377,8 +360,8 @@ class Blamer:
         if self.shared is not None or self.cache.has_path(
             self._repo_key(), path, self.repo.blame_fingerprint()
         ):
-            # A blame of this file is known somewhere: the whole file from it (a query, or
-            # the commits since an earlier one) costs less than git's one line.
+            # A blame of this file is known somewhere: the line from it (a shared row, or
+            # traced through the commits since an earlier blame) costs less than git's.
             # One walk gives the last commit touching the file and the checkpoint candidates.
             recent = touching(self.repo, path, at, _LADDER[0] + 1)
             if recent and last is None:
@@ -391,7 +374,6 @@ class Blamer:
                 before = recent[1:] if recent and recent[0] == last else None
                 traced = self._incremental(path, last, before, line)
                 if traced is not None:
-                    self._complete_later(path, last, before)
                     return traced.origin(line)
         # Blaming `at` gives the same lines as blaming the last commit touching the file.
         found_line = self.repo.blame(path, at, (line, line)).origin(line)

@@ -303,12 +303,6 @@ class BlameCache:
             except sqlite3.Error:
                 pass
 
-    def remember(self, key: CacheKey, blame: Blame) -> None:
-        """Keep a complete blame in memory now (put() writes it to disk)."""
-        if blame.complete:
-            with self._lock:
-                self._memory[key] = blame
-
     def put(self, key: CacheKey, blame: Blame) -> None:
         """Store a complete blame under ``key`` (partial blames are never stored)."""
         if not blame.complete:

@@ -15,35 +15,29 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from poimen_memory.domain import CommitSha, SharedBlame
+from poimen_memory.domain.anchors import BlameRunRow
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
 
-__all__ = ["SharedBlameRow", "SharedBlames", "decode", "encode", "line_of"]
-
-Run = tuple[str, str, int, int]  # (orig commit, orig path, orig start, length)
-CommitMeta = tuple[str, str, str, int, str, bool]  # sha, name, email, epoch, summary, boundary
-
-
-SharedBlameRow = SharedBlame
-"""One shared whole-file blame, as stored (the domain's record)."""
+__all__ = ["SharedBlames", "decode", "encode", "line_of"]
 
 
 class SharedBlames(Protocol):
     """The blames of one repository shared through a store (any failure: a miss)."""
 
-    def get(self, path: str, commit: str, fingerprint: str) -> SharedBlameRow | None:
+    def get(self, path: str, commit: str, fingerprint: str) -> SharedBlame | None:
         """The row for (path, commit, fingerprint), or None."""
 
     def commits_with(self, path: str, fingerprint: str, commits: Sequence[str]) -> set[str]:
         """Which of ``commits`` have a row for (path, fingerprint)."""
 
-    def put(self, row: SharedBlameRow) -> None:
+    def put(self, row: SharedBlame) -> None:
         """Store a row (may be done later, in the background)."""
 
 
-def encode(blame: Blame, fingerprint: str, blob_id: str) -> SharedBlameRow:
+def encode(blame: Blame, fingerprint: str, blob_id: str) -> SharedBlame:
     """A complete blame as runs: consecutive lines from consecutive lines of one commit's
     file make one run."""
-    runs: list[Run] = []
+    runs: list[BlameRunRow] = []
     for line in blame.lines:
         if runs:
             sha, path, start, length = runs[-1]
@@ -62,12 +56,12 @@ def encode(blame: Blame, fingerprint: str, blob_id: str) -> SharedBlameRow:
         for sha, c in blame.commits.items()
         if sha in used
     )  # fmt: skip
-    return SharedBlameRow(
+    return SharedBlame(
         blame.path, blame.rev.value, fingerprint, blob_id, len(blame.lines), commits, tuple(runs)
     )
 
 
-def decode(row: SharedBlameRow, rev: CommitSha) -> Blame | None:
+def decode(row: SharedBlame, rev: CommitSha) -> Blame | None:
     """The blame a row holds, as blamed at ``rev``; None when the row does not hang together
     (runs that do not add up to its lines, a commit without metadata, a bad number)."""
     meta: dict[str, BlameCommit] = {}
@@ -93,7 +87,7 @@ def decode(row: SharedBlameRow, rev: CommitSha) -> Blame | None:
     return Blame(path=row.path, rev=rev, lines=tuple(lines), commits=commits)
 
 
-def line_of(row: SharedBlameRow, line: int) -> BlameLine | bool | None:
+def line_of(row: SharedBlame, line: int) -> BlameLine | bool | None:
     """Line ``line`` of a row without decoding the rest: its origin, None past the end, False
     when the row does not hang together where the line is."""
     if line < 1 or line > row.line_count:
