@@ -18,7 +18,7 @@ import re
 import subprocess
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from poimen_memory.domain import CommitSha, ContentError
@@ -69,7 +69,17 @@ _LOG_ARGS = (
     "--format=%x00poimen-change %H %P %ct",
     "--",
 )
-_HUNK = re.compile(rb"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+HUNK_HEADER = re.compile(rb"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+"""A ``-U0`` hunk header: old start, old count, new start, new count (a count may be left
+out: it is then 1)."""
+
+
+def hunk_numbers(groups: Sequence[bytes | None]) -> tuple[int, int, int, int]:
+    """(old start, old count, new start, new count) from a hunk header's four groups."""
+    old_start, old_count, new_start, new_count = (int(g) if g is not None else 1 for g in groups)
+    return old_start, old_count, new_start, new_count
+
+
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
@@ -356,12 +366,10 @@ class _LogParser:
             file.binary = b"binary " + file.index
 
     def _hunk(self, line: bytes, commit: _Commit, file: _File) -> None:
-        match = _HUNK.match(line)
+        match = HUNK_HEADER.match(line)
         if match is None:
             raise GitFailed("git log: unreadable hunk header")
-        old_start, old_count, new_start, new_count = (
-            int(g) if g is not None else 1 for g in match.groups()
-        )
+        old_start, old_count, new_start, new_count = hunk_numbers(match.groups())
         self.old_left, self.new_left, self.new_line = old_count, new_count, new_start
         commit.lines += old_count + new_count
         if not commit.over and commit.lines > self.max_lines:

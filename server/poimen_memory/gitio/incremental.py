@@ -36,6 +36,7 @@ from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine, decode_path
 from poimen_memory.gitio.errors import GitError, GitFailed
 from poimen_memory.gitio.files import read_regular_file
+from poimen_memory.gitio.history import HUNK_HEADER, hunk_numbers
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.runner import check_not_option, finish_stream
 
@@ -62,7 +63,6 @@ CANDIDATES = 256
 """Commits touching the file, newest first, searched for a cached checkpoint."""
 
 _MARK = b"\x00poimen-blame "
-_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # The diff blame makes, pinned against every setting that changes git log's: hunks apart
 # (diff.interHunkContext), the algorithm (blame's is myers), binary files as text, no
 # textconv or external diff, every parent of a merge, no renames (blame finds them itself),
@@ -137,7 +137,10 @@ def supported(repo: GitRepo) -> str | None:
     packed = read_regular_file(repo.root, common / "packed-refs") or b""
     if b" refs/replace/" in packed:
         return "the repository has replace refs"
-    algorithm = repo.config_values("diff", "algorithm")
+    try:
+        algorithm = repo.config_values("diff", "algorithm")
+    except (ValueError, KeyError, OSError):
+        return "the configuration is unreadable"
     if algorithm and algorithm[-1].lower() not in ("myers", "default"):
         return f"diff.algorithm is {algorithm[-1]!r}"
     return None
@@ -491,19 +494,10 @@ class _Walk:
         done = self.repo.runner.run(self.repo.root, args, config=self.repo.blame_config())
         hunks: list[tuple[int, int, int, int]] = []
         for line in done.stdout.split(b"\n"):
-            m = _HUNK.match(line)
+            m = HUNK_HEADER.match(line)
             if m:
-                hunks.append(_hunk(m))
+                hunks.append(hunk_numbers(m.groups()))
         return hunks
-
-
-def _hunk(m: re.Match[bytes]) -> tuple[int, int, int, int]:
-    return (
-        int(m.group(1)),
-        1 if m.group(2) is None else int(m.group(2)),
-        int(m.group(3)),
-        1 if m.group(4) is None else int(m.group(4)),
-    )
 
 
 # What the parser looks for, each at the start of a line: the commit header, a raw diff line,
@@ -511,7 +505,7 @@ def _hunk(m: re.Match[bytes]) -> tuple[int, int, int, int]:
 _EVENTS = re.compile(
     rb"^(?:\x00poimen-blame ([^\n]*)"
     rb"|:(\d{6}) (\d{6}) ([0-9a-f]{40,64}) ([0-9a-f]{40,64}) ([A-Z])\d*\t([^\n]*)"
-    rb"|@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@)",
+    rb"|" + HUNK_HEADER.pattern + rb")",
     re.M,
 )
 
@@ -549,14 +543,7 @@ def _parse(data: bytes, path: str) -> Iterator[_Node]:
         else:
             if section is None:
                 raise Unsupported("a hunk before its file")
-            section.hunks.append(
-                (
-                    int(m.group(8)),
-                    1 if m.group(9) is None else int(m.group(9)),
-                    int(m.group(10)),
-                    1 if m.group(11) is None else int(m.group(11)),
-                )
-            )
+            section.hunks.append(hunk_numbers(m.group(8, 9, 10, 11)))
     if node is not None:
         yield node
 

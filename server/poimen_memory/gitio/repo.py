@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from poimen_memory.domain import CommitInfo, CommitSha, ContentError, RepoId
 from poimen_memory.gitio.blame import Blame, parse_porcelain
@@ -52,6 +52,13 @@ def _hex_names(names: Iterable[str]) -> list[str]:
         if not isinstance(name, str) or not _HEX_PREFIX.fullmatch(name):
             raise UnsafeArgument(f"commit_sha: expected 4 to 64 hex digits, got {name!r}")
     return wanted
+
+
+def _config_values(reader: Any, section: str, option: str) -> tuple[str, ...]:
+    """Every value of ``section.option`` a GitPython configuration reader holds, in order."""
+    if not reader.has_option(section, option):
+        return ()
+    return tuple(str(v) for v in reader.get_values(section, option))
 
 
 def _contact_ok(name: str, email: str) -> bool:
@@ -403,17 +410,11 @@ class GitRepo:
         # are watched with lstat, so an edited .mailmap counts from the next blame on.
         if self._config is None:
             reader = self._gp.config_reader()
-
-            def values(section: str, option: str) -> tuple[str, ...]:
-                if not reader.has_option(section, option):
-                    return ()
-                return tuple(str(v) for v in reader.get_values(section, option))
-
             self._config = BlameConfig(
                 self.root,
-                values("blame", "ignoreRevsFile"),
-                values("mailmap", "file"),
-                values("mailmap", "blob"),
+                _config_values(reader, "blame", "ignoreRevsFile"),
+                _config_values(reader, "mailmap", "file"),
+                _config_values(reader, "mailmap", "blob"),
                 self.detect_moves,
             )
         stamps = self._config.stamps()
@@ -432,13 +433,7 @@ class GitRepo:
 
     def config_values(self, section: str, option: str) -> tuple[str, ...]:
         """Every value of ``section.option`` in the repository's configuration, in order."""
-        try:
-            reader = self._gp.config_reader()
-            if not reader.has_option(section, option):
-                return ()
-            return tuple(str(v) for v in reader.get_values(section, option))
-        except (ValueError, KeyError, OSError):
-            return ()
+        return _config_values(self._gp.config_reader(), section, option)
 
     def blame_config(self) -> tuple[str, ...]:
         """The ``key=value`` settings every blame of this repository runs with (the mailmap
