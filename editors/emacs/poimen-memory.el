@@ -86,7 +86,8 @@ Write false as :json-false."
     (query . "mem.query")
     (show-memories . "mem.showMemories")
     (refresh . "mem.refresh")
-    (ping . "mem.ping"))
+    (ping . "mem.ping")
+    (remember . "mem.remember"))
   "The server's command ids (server/poimen_memory/lsp/commands.py).")
 
 (defconst poimen-memory-buffer-name "*poimen-memory*"

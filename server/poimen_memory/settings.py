@@ -43,7 +43,12 @@ __all__ = [
 ]
 
 APP = "poimen-memory"
-CONFIG_KEYS = ("dsn", "project", "shared_blame_cache")  # what the config file may set
+CONFIG_KEYS = (
+    "dsn",
+    "project",
+    "shared_blame_cache",
+    "pending_days",
+)  # what the config file may set
 _FLAGS = {
     "dsn": "--dsn",
     "project": "--project",
@@ -190,6 +195,8 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path(APP))
     cache_dir: Path = Field(default_factory=lambda: platformdirs.user_cache_path(APP))
     shared_blame_cache: bool = True
+    # How long lines an agent remembered before committing them may wait for the commit.
+    pending_days: float = Field(default=14.0, gt=0, le=3650)
     origins: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @field_validator("dsn", mode="before")

@@ -14,8 +14,18 @@ export const QUERY = "mem.query";
 export const SHOW_MEMORIES = "mem.showMemories";
 export const REFRESH = "mem.refresh";
 export const PING = "mem.ping";
+export const REMEMBER = "mem.remember";
 
-export const ALL = [BY_GIT, BY_COMMIT, BY_AUTHOR, QUERY, SHOW_MEMORIES, REFRESH, PING] as const;
+export const ALL = [
+  BY_GIT,
+  BY_COMMIT,
+  BY_AUTHOR,
+  QUERY,
+  SHOW_MEMORIES,
+  REFRESH,
+  PING,
+  REMEMBER,
+] as const;
 
 export type ServerCommand = (typeof ALL)[number];
 

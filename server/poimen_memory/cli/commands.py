@@ -25,14 +25,17 @@ from poimen_memory.lookup import (
     ByCommitRequest,
     ByGitRequest,
     LookupFailed,
+    LookupInputError,
     LookupRequest,
     LookupResult,
     LookupService,
     QueryRequest,
+    RememberRequest,
     build_service,
     new_checkouts,
     project_for,
 )
+from poimen_memory.recording import Recorder
 from poimen_memory.render import render_text
 from poimen_memory.settings import Settings, is_loopback, load_settings
 from poimen_memory.store import Store, connect, embedded_dsn, migrate
@@ -108,6 +111,7 @@ def db_status(args: argparse.Namespace) -> int:
     for name in ("edges", "anchors", "commits", "projects"):
         print(f"{name:<16}{getattr(status, name)}")
     print(f"{'blame cache':<16}{status.blame_files} files · {status.blame_runs} runs")
+    print(f"{'pending':<16}{status.pending} remembered line ranges waiting for a commit")
     return 0
 
 
@@ -208,6 +212,7 @@ def _lookup(args: argparse.Namespace, model: type[LookupRequest], body_of: _Body
             getattr(args, "repo_id", None),
             shared_blames=settings.shared_blame_cache,
         )
+        Recorder(service, settings.pending_days)  # lookups anchor remembered lines committed since
         request = model.parse(body_of(args, service), default)
         result = _ANSWER[model](service, request)
         service.checkouts.flush()
@@ -235,19 +240,26 @@ def _scope(args: argparse.Namespace, service: LookupService) -> dict[str, Any]:
     return {}
 
 
-def _location(args: argparse.Namespace, service: LookupService) -> dict[str, Any]:
+def _place(location: str, repo: str | None, service: LookupService) -> dict[str, Any]:
     """``FILE``, ``FILE:LINE`` or ``FILE:START-END`` (the last colon separates the lines) as
-    the file in its repository and the lines."""
-    path, sep, lines = args.location.rpartition(":")
+    the file in its repository (relative to ``repo``, else the current directory) and the
+    lines."""
+    path, sep, lines = location.rpartition(":")
     start, dash, end = lines.partition("-")
     numbers = sep and path and start.isdigit() and (not dash or end.isdigit())
     if not numbers:
-        path, start = args.location, ""
-    base = Path(args.repo) if args.repo else Path.cwd()
+        path, start = location, ""
+    base = Path(repo) if repo else Path.cwd()
     identity, _, relpath = service.checkouts.locate(base / path)
     body: dict[str, Any] = {"file": relpath, "repo": identity.value}
     if start:
         body.update({"lines": [int(start), int(end)]} if dash else {"line": int(start)})
+    return body
+
+
+def _location(args: argparse.Namespace, service: LookupService) -> dict[str, Any]:
+    """The by-git request of ``FILE[:LINE[-END]]`` and its options."""
+    body = _place(args.location, args.repo, service)
     history = {} if args.history is None else {"history": args.history}
     return body | {"commit_sha": args.commit, "at": args.at} | history
 
@@ -274,6 +286,100 @@ def query(args: argparse.Namespace) -> int:
         QueryRequest,
         lambda a, _: {"query": a.text, "limit": a.limit, "git_repo": a.git_repo},
     )
+
+
+def remember(args: argparse.Namespace) -> int:
+    """Record a memory on lines of a file as the work tree has them now."""
+    settings = _settings(args)
+    default = _default_project(settings)
+    dsn, _ = _target(settings)
+    with Store(dsn, max_size=1) as store:
+        service = build_service(
+            store,
+            [args.repo] if args.repo else [],
+            default,
+            args.repo_id,
+            shared_blames=settings.shared_blame_cache,
+        )
+        body = _place(args.location, args.repo, service)
+        if "line" not in body and "lines" not in body:
+            raise LookupInputError(
+                "line", f"required: FILE:LINE or FILE:START-END, got {args.location!r}"
+            )
+        body |= {"text": args.text, "brief": args.brief, "query_id": args.query_id}
+        request = RememberRequest.parse(body, default)
+        out = Recorder(service, settings.pending_days).remember(request)
+        service.checkouts.flush()
+    if args.json:
+        print(out.model_dump_json(indent=2))
+        return 0
+    where = f"{out.file}:{out.lines[0]}" + (
+        f"-{out.lines[1]}" if out.lines[1] != out.lines[0] else ""
+    )
+    done = "remembered" if out.created else "already remembered"
+    print(f"{done} {out.node[:12]} on {where} (project {out.project})")
+    for a in out.anchored:
+        print(f"  anchored  {a.file}:{a.line_start}-{a.line_end} (commit {a.commit[:7]})")
+    for p in out.pending:
+        print(
+            f"  pending   {p.file}:{p.line_start}-{p.line_end} until a commit holds these lines "
+            f"(expires {p.expires_at})"
+        )
+    if out.redacted:
+        print(
+            f"  secrets redacted: {', '.join(f'{k} {n}' for k, n in sorted(out.redacted.items()))}"
+        )
+    return 0
+
+
+def db_resolve_pending(args: argparse.Namespace) -> int:
+    """Anchor remembered lines that have been committed since; drop expired ones."""
+    settings = _settings(args)
+    default = _default_project(settings)
+    dsn, _ = _target(settings)
+    repos = args.repo or []
+    if not repos:
+        try:
+            new_checkouts().add(Path.cwd())
+            repos = [str(Path.cwd())]
+        except (LookupFailed, LookupInputError):
+            pass  # not in a work tree: repositories without a checkout are listed as skipped
+    with Store(dsn, max_size=1) as store:
+        service = build_service(store, repos, default, args.repo_id, shared_blames=False)
+        expired, done = Recorder(service, settings.pending_days).resolve_pending(default)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "expired": expired,
+                    "repos": [
+                        {
+                            "project": r.project.value,
+                            "repo": r.repo.value,
+                            "anchors": r.anchors,
+                            "files": r.files,
+                            "skipped": r.skipped,
+                        }
+                        for r in done
+                    ],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    for r in done:
+        what = (
+            f"skipped: {r.skipped}"
+            if r.skipped and not r.anchors
+            else (
+                f"{r.anchors} anchor(s) added in {', '.join(r.files)}"
+                if r.anchors
+                else "still waiting"
+            )
+        )
+        print(f"{r.repo} (project {r.project}): {what}")
+    print(f"{expired} expired pending anchor(s) deleted" if expired else "nothing expired")
+    return 0
 
 
 def blame(args: argparse.Namespace) -> int:
@@ -413,6 +519,7 @@ def http(args: argparse.Namespace) -> int:
             args.repo_id,
             shared_blames=settings.shared_blame_cache,
         )
+        Recorder(service, settings.pending_days)  # lookups anchor remembered lines committed since
         app = create_app(
             service,
             token,

@@ -221,4 +221,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="let web pages from this origin call the API, e.g. http://localhost:3000 "
         "(repeatable; default: none)",
     )
+    # -- remember and pending anchors --
+    p = _command(
+        commands, "remember", "record a memory on lines of a file (committed or not yet)",
+        cmd.remember,
+        ['mem remember src/app.py:42 "Three retries: the upstream drops one call in ten."',
+         'mem remember src/app.py:40-60 "Why the cache is per tenant" --brief "per-tenant cache"'],
+        json_output=True, project=True,
+    )  # fmt: skip
+    p.add_argument(
+        "location", metavar="FILE:LINE[-END]", help="the lines, as the work tree has them"
+    )
+    p.add_argument("text", metavar="TEXT", help="what was learned (the evidence, an L0 node)")
+    p.add_argument("--brief", help="a one-line summary over it (an L1 node)")
+    p.add_argument("--query-id", help="the question it answers (default: remembered)")
+    p.add_argument("--repo", help="work tree FILE is relative to (default: the current dir)")
+    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
+    p = _command(
+        db_commands, "resolve-pending",
+        "anchor remembered lines committed since; delete expired ones", cmd.db_resolve_pending,
+        ["mem db resolve-pending", "mem db resolve-pending --repo ~/app --json"],
+        json_output=True, project=True,
+    )  # fmt: skip
+    p.add_argument(
+        "--repo", action="append", help="a work tree to resolve in (repeatable; default: cwd)"
+    )
+    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
     return parser

@@ -12,7 +12,13 @@ Import from ``poimen_memory.domain``; the modules are its parts, not separate in
 
 from __future__ import annotations
 
-from poimen_memory.domain.anchors import Anchor, CommitInfo, SharedBlame
+from poimen_memory.domain.anchors import (
+    Anchor,
+    CommitInfo,
+    PendingAnchor,
+    SharedBlame,
+    pending_line_hash,
+)
 from poimen_memory.domain.checks import ContentError, parse_timestamp
 from poimen_memory.domain.encoding import CHUNK_TAG as CHUNK_TAG
 from poimen_memory.domain.encoding import NODE_TAG as NODE_TAG
@@ -42,6 +48,7 @@ __all__ = [
     "Edge",
     "Level",
     "MemoryNode",
+    "PendingAnchor",
     "ProjectId",
     "Provenance",
     "QueryId",
@@ -56,4 +63,5 @@ __all__ = [
     "check_repo_path",
     "is_commit_prefix",
     "parse_timestamp",
+    "pending_line_hash",
 ]

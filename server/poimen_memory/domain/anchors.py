@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -152,3 +153,44 @@ class SharedBlame:
     line_count: int
     commits: tuple[BlameCommitRow, ...]
     runs: tuple[BlameRunRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAnchor:
+    """Lines an agent remembered before they were committed: a node waits for them in
+    ``file``. They are known by the hash of each line's text (``pending_line_hash``), as
+    consecutive lines from ``line_start`` of the work tree on top of ``base`` (None: a
+    repository with no commit yet). Once a commit after ``base`` holds them, they become
+    anchors at their origin; after ``expires_at`` they are forgotten."""
+
+    project: ProjectId
+    node: Sha256Hash
+    repo: RepoId
+    file: str
+    base: CommitSha | None
+    line_start: int
+    line_hashes: tuple[int, ...]
+    recorded_at: datetime
+    expires_at: datetime
+
+    def __post_init__(self) -> None:
+        check_repo_path("file", self.file)
+        checks.check_int("line_start", self.line_start, 1, checks.INT4_MAX)
+        if not self.line_hashes:
+            raise ContentError("line_hashes: a pending anchor holds at least one line")
+        checks.parse_timestamp("recorded_at", self.recorded_at)
+        checks.parse_timestamp("expires_at", self.expires_at)
+
+    @property
+    def line_end(self) -> int:
+        """The last line, as the work tree numbered it when it was recorded."""
+        return self.line_start + len(self.line_hashes) - 1
+
+
+def pending_line_hash(text: str) -> int:
+    """The hash a pending anchor keeps of a line: of its text without a trailing CR and
+    trailing blanks, as a signed 64-bit integer (a Postgres bigint)."""
+    digest = hashlib.blake2b(
+        text.rstrip("\r").rstrip().encode("utf-8", "surrogateescape"), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "big", signed=True)

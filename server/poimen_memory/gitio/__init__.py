@@ -15,7 +15,14 @@ from poimen_memory.gitio.errors import (
     UnsafeArgument,
     Untracked,
 )
-from poimen_memory.gitio.history import Change, FileChange, ancestors_of, changes, line_hash
+from poimen_memory.gitio.history import (
+    Change,
+    FileChange,
+    ancestors_of,
+    changes,
+    commits_since,
+    line_hash,
+)
 from poimen_memory.gitio.identity import local_identity, normalize_remote
 from poimen_memory.gitio.linemap import map_buffer_to_head
 from poimen_memory.gitio.repo import GitRepo
@@ -44,6 +51,7 @@ __all__ = [
     "Untracked",
     "ancestors_of",
     "changes",
+    "commits_since",
     "line_hash",
     "local_identity",
     "map_buffer_to_head",

@@ -27,7 +27,7 @@ from poimen_memory.gitio.errors import GitFailed, UnknownCommit, UnsafeArgument
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.runner import finish_stream
 
-__all__ = ["Change", "FileChange", "ancestors_of", "changes", "line_hash"]
+__all__ = ["Change", "FileChange", "ancestors_of", "changes", "commits_since", "line_hash"]
 
 MIN_HASHED = 3
 """Non-whitespace characters a line needs to be hashed: ``}``, ``)``, ``*/`` never match."""
@@ -553,3 +553,22 @@ def ancestors_of(repo: GitRepo, commits: Iterable[CommitSha], head: CommitSha) -
                     return reached  # the rest of the walk is not needed: git is stopped
         finish_stream(proc, args)
     return reached
+
+
+def commits_since(
+    repo: GitRepo, base: CommitSha | None, head: CommitSha, limit: int
+) -> set[CommitSha] | None:
+    """The commits reachable from ``head`` and not from ``base`` (all of ``head``'s history
+    when ``base`` is None); None when there are more than ``limit``, or git cannot say
+    (``base`` unknown here)."""
+    for sha in (base, head):
+        if sha is not None and not isinstance(sha, CommitSha):
+            raise UnsafeArgument(f"commits_since: expected commit ids, got {type(sha).__name__}")
+    revs = [head.value] if base is None else [head.value, f"^{base.value}"]
+    done = repo.runner.run(
+        repo.root, ["rev-list", f"--max-count={limit + 1}", *revs, "--"], ok_codes=(0, 128)
+    )
+    if done.returncode != 0:
+        return None
+    found = {CommitSha(raw.decode("ascii")) for raw in done.stdout.split()}
+    return None if len(found) > limit else found

@@ -25,11 +25,13 @@ from poimen_memory.domain import (
     IDENT_PATTERN,
     ContentError,
     ProjectId,
+    QueryId,
     RepoId,
     check_repo_path,
     is_commit_prefix,
 )
 from poimen_memory.domain.checks import INT4_MAX, show
+from poimen_memory.domain.nodes import MAX_TEXT_BYTES, check_text_size
 from poimen_memory.gitio import GitError, normalize_remote
 from poimen_memory.lookup.errors import LookupInputError
 
@@ -46,6 +48,7 @@ __all__ = [
     "ByGitRequest",
     "LookupRequest",
     "QueryRequest",
+    "RememberRequest",
     "input_error",
 ]
 
@@ -76,6 +79,25 @@ def _text(limit: int) -> Callable[[object], str]:
         return value
 
     return check
+
+
+def _memory_text(value: object) -> str:
+    """A memory's text: non-empty, no NUL, valid Unicode, within a node's size."""
+    text = _text(MAX_TEXT_BYTES)(value)
+    try:
+        check_text_size(text)
+    except ContentError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+def _query_id(value: object) -> QueryId:
+    if isinstance(value, QueryId):
+        return value
+    try:
+        return QueryId(value)  # type: ignore[arg-type]  # checked by QueryId itself
+    except ContentError as exc:
+        raise ValueError(str(exc).removeprefix("query_id: ")) from None
 
 
 def _project(value: object) -> ProjectId:
@@ -179,7 +201,7 @@ def _at(name: str, index: int, check: Callable[[object], int], value: object) ->
         raise _ItemError(f"{name}[{index}]", str(exc)) from None
 
 
-def _value(v: ProjectId | RepoId) -> str:
+def _value(v: ProjectId | RepoId | QueryId) -> str:
     return v.value
 
 
@@ -224,6 +246,11 @@ LinePair = Annotated[
     ),
 ]
 Author = Annotated[str, PlainValidator(_author), _string(320)]
+MemoryText = Annotated[str, PlainValidator(_memory_text), _string(MAX_TEXT_BYTES)]
+Query = Annotated[
+    QueryId, PlainValidator(_query_id), _string(256), PlainSerializer(_value, return_type=str)
+]
+CodeLine = Annotated[int, PlainValidator(_line_number(1)), _integer(1, MAX_LINE)]
 QueryText = Annotated[str, PlainValidator(_text(_MAX_QUERY_TEXT)), _string(_MAX_QUERY_TEXT)]
 AnchorLimit = Annotated[
     int, PlainValidator(_range(MAX_ANCHOR_LIMIT)), _integer(1, MAX_ANCHOR_LIMIT)
@@ -350,3 +377,42 @@ class QueryRequest(LookupRequest):
     query: QueryText
     git_repo: Repo | None = None
     limit: QueryLimit = DEFAULT_QUERY_LIMIT
+
+
+class RememberRequest(LookupRequest):
+    """A memory an agent records on lines of a file as they are in the work tree now:
+    ``text`` is the evidence (an L0 node), ``brief`` an optional summary over it (an L1).
+    Committed lines are anchored at their origin through blame; lines not committed yet wait
+    until a commit holds them. Recording the same text twice changes nothing."""
+
+    text: MemoryText
+    brief: MemoryText | None = None
+    query_id: Query | None = None
+    file: RepoPath
+    line: CodeLine | None = None
+    lines: LinePair | None = None
+    repo: Repo | None = None
+
+    @model_validator(mode="after")
+    def _line_or_lines(self) -> Self:
+        if self.line is not None and self.lines is not None:
+            raise _ItemError("lines", "give either line or lines, not both")
+        if self.line is None and self.lines is None:
+            raise _ItemError("line", "required (or lines: [start, end])")
+        return self
+
+    @property
+    def query(self) -> QueryId:
+        """The query the memory answers to: given, else ``remembered`` (so the same text
+        remembered twice is the same node)."""
+        return self.query_id or QueryId("remembered")
+
+    @property
+    def line_start(self) -> int:
+        """First line, in the work tree."""
+        return self.lines[0] if self.lines is not None else self.line or 0
+
+    @property
+    def line_end(self) -> int:
+        """Last line, in the work tree."""
+        return self.lines[1] if self.lines is not None else self.line or 0

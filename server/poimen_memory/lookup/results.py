@@ -31,6 +31,9 @@ __all__ = [
     "LookupResult",
     "Memory",
     "NodeOut",
+    "PendingOut",
+    "PlacedOut",
+    "RememberResponse",
     "assemble",
     "citation_key",
     "citation_of",
@@ -127,6 +130,43 @@ class LookupResponse(_Out):
 
     repo: str | None
     nodes: list[NodeOut]
+
+
+class PlacedOut(_Out):
+    """Lines a remembered memory is anchored to: at their origin commit, as blame says."""
+
+    commit: str
+    file: str
+    line_start: int
+    line_end: int
+
+
+class PendingOut(_Out):
+    """Lines of a remembered memory that are not committed yet (numbered as in the work tree
+    when it was recorded): they become anchors once a commit after ``base`` holds them."""
+
+    file: str
+    line_start: int
+    line_end: int
+    base: str | None
+    expires_at: str
+
+
+class RememberResponse(_Out):
+    """What ``remember`` recorded: the L0 node (and the L1 over it, given a brief), whether
+    it is new, where it is anchored, which lines wait for a commit, and the secrets taken out
+    of the text before it was stored."""
+
+    project: str
+    repo: str
+    file: str
+    lines: tuple[int, int]
+    node: str
+    brief_node: str | None
+    created: bool
+    anchored: list[PlacedOut]
+    pending: list[PendingOut]
+    redacted: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)

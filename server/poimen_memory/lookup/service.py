@@ -4,6 +4,7 @@ commit, by author, by text, and every memory of a document for code lens."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
@@ -14,7 +15,8 @@ from typing import Any, TypeVar
 
 from cachetools import LRUCache
 
-from poimen_memory.domain import CommitSha, ProjectId, RepoId, Sha256Hash
+from poimen_memory.domain import CommitSha, ContentError, ProjectId, RepoId, Sha256Hash
+from poimen_memory.errors import StoreUnavailable
 from poimen_memory.gitio import (
     Blame,
     BlameLine,
@@ -51,7 +53,13 @@ from poimen_memory.lookup.results import (
 from poimen_memory.lookup.rewrites import Found, Miss, Rewrites, file_hashes, landed_nodes
 from poimen_memory.store import Evidence, Store
 
-__all__ = ["CACHE_SIZES", "LookupService"]
+__all__ = ["CACHE_SIZES", "LookupService", "PendingResolver"]
+
+log = logging.getLogger("poimen_memory.lookup")
+
+# Anchors lines remembered before they were committed, once a commit holds them: (project,
+# repository, its blamer, file, HEAD) -> anchors added. Set by the layer that writes them.
+PendingResolver = Callable[[ProjectId, RepoId, Blamer, str, CommitSha], int]
 
 _K = TypeVar("_K", bound=tuple[Any, ...])
 _V = TypeVar("_V")
@@ -63,6 +71,7 @@ CACHE_SIZES = {
     "hovers": 4096,  # answers per blame origin
     "digests": 64,  # sha256, size and line count of buffer texts
     "line_hashes": 16,  # text hashes of a file's lines at HEAD (for rewritten commits)
+    "pending_files": 64,  # files with remembered lines waiting for a commit, per HEAD
 }
 
 
@@ -73,6 +82,7 @@ class LookupService:
     store: Store
     checkouts: Checkouts
     default_project: ProjectId | None = None
+    pending: PendingResolver | None = None
 
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -91,6 +101,9 @@ class LookupService:
         self._line_hashes: LRUCache[
             tuple[str, str, CommitSha], tuple[list[int | None], Counter[int | None]]
         ] = LRUCache(CACHE_SIZES["line_hashes"])
+        self._pending_files: LRUCache[tuple[ProjectId, RepoId, CommitSha], set[str]] = LRUCache(
+            CACHE_SIZES["pending_files"]
+        )
         self._rewrites = Rewrites(self.store)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
 
@@ -150,6 +163,7 @@ class LookupService:
             head = blamer.repo.head()
         except (LookupFailed, GitError):
             return None
+        self._settle_pending(project, repo_id, blamer, rel, head)
         head_line: int | None = line
         limited = max_bytes is not None or max_lines is not None
         if buffer_text is None and limited and self._open_file(path, max_bytes, max_lines) is None:
@@ -268,6 +282,7 @@ class LookupService:
         if opened is None:
             return None
         repo_id, blamer, rel, head, head_text = opened
+        self._settle_pending(project, repo_id, blamer, rel, head)
         if buffer_text is not None and not self._text_facts(blamer, rel, buffer_text).within(
             max_bytes, max_lines
         ):
@@ -307,6 +322,49 @@ class LookupService:
             self._digests.clear()
         return dropped
 
+    def _settle_pending(
+        self,
+        project: ProjectId | None,
+        repo_id: RepoId,
+        blamer: Blamer,
+        rel: str,
+        head: CommitSha,
+    ) -> None:
+        """Anchor lines remembered in ``rel`` before they were committed, if a commit now
+        holds them: looked at once per (file, HEAD), with one query per (repository, HEAD)
+        for the files that have any. A failure leaves them waiting and the lookup goes on."""
+        if self.pending is None:
+            return
+        scope = project or self.default_project or project_for(repo_id)
+        key = (scope, repo_id, head)
+        with self._lock:
+            files = self._pending_files.get(key)
+        if files is None:
+            try:
+                files = self.store.pending_files(scope, repo_id)
+            except (StoreUnavailable, ContentError) as exc:
+                log.debug("pending anchors of %s not read: %s", repo_id, exc)
+                return
+            with self._lock:
+                files = self._pending_files.setdefault(key, files)
+        with self._lock:
+            if rel not in files:
+                return
+            files.discard(rel)  # looked at once per HEAD, whatever comes of it
+        try:
+            added = self.pending(scope, repo_id, blamer, rel, head)
+        except (StoreUnavailable, ContentError, GitError) as exc:
+            log.info("pending anchors of %s not resolved: %s", rel, exc)
+            return
+        if added:
+            self.invalidate(repo_id, scope)
+
+    def forget_pending(self, repo: RepoId, project: ProjectId) -> None:
+        """Look for pending anchors of ``repo`` again (something was just remembered)."""
+        with self._lock:
+            for key in [k for k in self._pending_files if k[:2] == (project, repo)]:
+                del self._pending_files[key]
+
     # -- lookups by request -------------------------------------------------------------------
 
     def project_for_repo(self, repo: RepoId) -> ProjectId:
@@ -329,6 +387,8 @@ class LookupService:
         repo_id, blamer = self.checkouts.blamer(req.repo)
         try:
             at = None if req.at is None else blamer.repo.resolve_commit(req.at)
+            if at is None:
+                self._settle_pending(project, repo_id, blamer, req.file, blamer.repo.head())
             if req.line_start == req.line_end and req.line_start > 0:
                 origin = blamer.origin(req.file, req.line_start, at)
                 if origin is None:

@@ -17,7 +17,8 @@ from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.lookup import LookupFailed, LookupService, new_checkouts
 from poimen_memory.lsp.config import SECTION, Config, parse_config
 from poimen_memory.lsp.documents import workspace_roots
-from poimen_memory.settings import redact_dsn
+from poimen_memory.recording import PENDING_DAYS, Recorder
+from poimen_memory.settings import load_settings, redact_dsn
 from poimen_memory.wiring import IngestListener, open_store
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ def rebuild_service(ls: PoimenServer) -> None:
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
         store = _open_store(None)
     ls.state.service = LookupService(store, checkouts, ls.project())
+    ls.state.recorder = Recorder(ls.state.service, _pending_days())
     if config.blame.shared_cache:
         checkouts.share_through(store, ls.state.service.project_for_repo)
     # Connect now, in the background, so the first hover does not pay for it.
@@ -133,6 +135,15 @@ def rebuild_service(ls: PoimenServer) -> None:
     if old is not None:
         threading.Thread(target=old.store.close, daemon=True).start()
     start_listener(ls)
+
+
+def _pending_days() -> float:
+    """How long remembered lines wait for their commit (``pending_days``, else 14)."""
+    try:
+        return load_settings().pending_days
+    except ConfigError as exc:
+        log.info("pending_days: %s", exc)
+        return PENDING_DAYS
 
 
 def start_listener(ls: PoimenServer) -> None:

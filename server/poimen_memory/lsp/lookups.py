@@ -33,6 +33,8 @@ from poimen_memory.lookup import (
     LookupResult,
     LookupService,
     QueryRequest,
+    RememberRequest,
+    RememberResponse,
     project_for,
 )
 from poimen_memory.lsp import UNREACHABLE, commands
@@ -47,6 +49,7 @@ __all__ = ["COMMANDS", "LOOKUPS", "Command", "Lookup"]
 
 log = logging.getLogger("poimen_memory.lsp")
 R = TypeVar("R", bound=LookupRequest)
+A = TypeVar("A")
 Command = Callable[["PoimenServer", tuple[Any, ...]], Awaitable[dict[str, Any]]]
 
 
@@ -94,7 +97,7 @@ def _invalid(exc: ContentError) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams(message=str(exc), data={"field": field})
 
 
-async def _answer(ls: PoimenServer, run: Callable[[], LookupResult]) -> LookupResult:
+async def _answer(ls: PoimenServer, run: Callable[[], A]) -> A:
     """Run a lookup in a worker; its failures as JSON-RPC errors (never a traceback)."""
     try:
         result = await ls.run_blocking(run)
@@ -147,6 +150,23 @@ def _lookup_command(lookup: Lookup[Any]) -> Command:
     return run
 
 
+async def remember(ls: PoimenServer, args: tuple[Any, ...]) -> dict[str, Any]:
+    """mem.remember: record a memory on lines of a file (``uri`` or ``file``), as the saved
+    file has them; committed lines are anchored now, the others once committed."""
+    body = args[0] if len(args) == 1 else list(args)
+
+    def run() -> RememberResponse:
+        located = locate(ls, body, required=False) if isinstance(body, Mapping) else body
+        recorder = ls.state.recorder
+        if recorder is None:
+            raise LookupFailed("the server is not initialized yet")
+        return recorder.remember(RememberRequest.parse(located, _default_project(ls)))
+
+    out = await _answer(ls, run)
+    ls.refresh_lenses()
+    return out.model_dump(mode="json")
+
+
 async def refresh(ls: PoimenServer, args: tuple[Any, ...]) -> dict[str, Any]:
     """mem.refresh: drop every cached answer and blame, and refresh the lenses."""
     dropped = ls.state.service.invalidate() if ls.state.service else 0
@@ -166,6 +186,7 @@ COMMANDS: Final[Mapping[str, Command]] = {
     **{command: _lookup_command(lookup) for command, lookup in LOOKUPS.items()},
     commands.REFRESH: refresh,
     commands.PING: ping,
+    commands.REMEMBER: remember,
 }
 """Every command the server runs, by id (all of ``commands.ALL``); each takes the server
 and the command's arguments."""

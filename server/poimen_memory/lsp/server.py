@@ -43,6 +43,7 @@ from poimen_memory.lsp.lifecycle import (
 )
 from poimen_memory.lsp.lookups import COMMANDS, Command
 from poimen_memory.lsp.protocol import PoimenProtocol
+from poimen_memory.recording import Recorder
 from poimen_memory.wiring import IngestListener
 
 __all__ = ["FEATURES", "PoimenServer", "ServerState", "create_server"]
@@ -64,6 +65,7 @@ class ServerState:
     hover_texts: HoverTexts = field(default_factory=HoverTexts)
     unreachable_reported: bool = False
     listener: IngestListener | None = None
+    recorder: Recorder | None = None
 
 
 class PoimenServer(LanguageServer):

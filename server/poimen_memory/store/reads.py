@@ -10,6 +10,7 @@ from poimen_memory.domain import Level, MemoryNode, ProjectId, Sha256Hash
 from poimen_memory.store.blames import blame_counts
 from poimen_memory.store.connector import Connector
 from poimen_memory.store.migrations import applied_versions, available
+from poimen_memory.store.pending import pending_count
 from poimen_memory.store.queries import query
 
 __all__ = ["NodeReads", "StoreStatus", "WalkedNode", "node_from_row"]
@@ -37,6 +38,7 @@ class StoreStatus:
     projects: int = 0
     blame_files: int = 0
     blame_runs: int = 0
+    pending: int = 0
 
 
 def node_from_row(row: Mapping[str, Any]) -> MemoryNode:
@@ -126,6 +128,7 @@ class NodeReads:
             }
             counts = conn.execute(query("status_counts")).fetchone()
             blame_files, blame_runs = blame_counts(conn)
+            pending = pending_count(conn)
         assert counts is not None
         return StoreStatus(
             schema_version=max(versions),
@@ -137,4 +140,5 @@ class NodeReads:
             projects=int(counts["projects"]),
             blame_files=blame_files,
             blame_runs=blame_runs,
+            pending=pending,
         )

@@ -13,9 +13,10 @@ from poimen_memory.store.blames import (
 from poimen_memory.store.connection import CONNECT_TIMEOUT_S
 from poimen_memory.store.connector import Connector
 from poimen_memory.store.evidence import Evidence
+from poimen_memory.store.pending import PendingReads
 from poimen_memory.store.reads import NodeReads, StoreStatus, WalkedNode
 from poimen_memory.store.rewrites import Alias, Candidate, RewriteReads
-from poimen_memory.store.writes import Batch, BatchWrites, InsertCounts
+from poimen_memory.store.writes import Batch, BatchWrites, InsertCounts, Settled
 
 __all__ = [
     "Alias",
@@ -23,6 +24,7 @@ __all__ = [
     "Candidate",
     "Evidence",
     "InsertCounts",
+    "Settled",
     "SharedBlame",
     "Store",
     "StoreStatus",
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 
-class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore):
+class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore, PendingReads):
     """A connection pool over one Postgres database holding the poimen-memory schema."""
 
     def __init__(

@@ -22,13 +22,27 @@ from poimen_memory.domain import (
     ContentError,
     Edge,
     MemoryNode,
+    PendingAnchor,
     ProjectId,
+    RepoId,
+    Sha256Hash,
 )
 from poimen_memory.domain.nodes import check_text_size
 from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import query
 
-__all__ = ["ANCHORS", "COMMITS", "EDGES", "NODES", "Batch", "BatchWrites", "InsertCounts", "Table"]
+__all__ = [
+    "ANCHORS",
+    "COMMITS",
+    "EDGES",
+    "NODES",
+    "PENDING",
+    "Batch",
+    "BatchWrites",
+    "InsertCounts",
+    "Settled",
+    "Table",
+]
 
 # Above this many rows a batch is loaded with COPY (temp-table setup costs ~ms, COPY wins soon).
 COPY_THRESHOLD = 500
@@ -70,6 +84,33 @@ class StoredAnchor:
         """The hashes of the anchored lines, or None when unknown."""
         hashes = self.anchor.line_hashes
         return None if hashes is None else list(hashes)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPending:
+    """A pending anchor as stored: no base is '' (a column of the key cannot be NULL)."""
+
+    pending: PendingAnchor
+
+    @property
+    def base(self) -> str:
+        """The base commit, or '' in a repository with no commit yet."""
+        return "" if self.pending.base is None else self.pending.base.value
+
+    @property
+    def line_hashes(self) -> list[int]:
+        """The hashes of the lines, as a Postgres array."""
+        return list(self.pending.line_hashes)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """Every pending anchor of ``node`` in ``file``: its lines were found in a commit."""
+
+    project: ProjectId
+    repo: RepoId
+    node: Sha256Hash
+    file: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +165,20 @@ ANCHORS = Table(
         ("added_from", "anchor.added_from"),
     ),
 )
+PENDING = Table(
+    "pending_anchor",
+    (
+        ("project", "pending.project"),
+        ("node_sha256", "pending.node"),
+        ("repo", "pending.repo"),
+        ("file", "pending.file"),
+        ("base_commit", "base"),
+        ("line_start", "pending.line_start"),
+        ("line_hashes", "line_hashes"),
+        ("recorded_at", "pending.recorded_at"),
+        ("expires_at", "pending.expires_at"),
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +189,9 @@ class Batch:
     edges: Sequence[Edge] = ()
     commits: Sequence[CommitInfo] = ()
     anchors: Sequence[Anchor] = ()
+    # Nodes waiting for their lines to be committed, and those whose lines were found.
+    pending: Sequence[PendingAnchor] = ()
+    settled: Sequence[Settled] = ()
 
     def all_edges(self) -> list[Edge]:
         """Explicit edges plus those implied by each node's ``parents``, without duplicates."""
@@ -143,7 +201,13 @@ class Batch:
     @property
     def size(self) -> int:
         """Rows the batch may write."""
-        return len(self.nodes) + len(self.all_edges()) + len(self.commits) + len(self.anchors)
+        return (
+            len(self.nodes)
+            + len(self.all_edges())
+            + len(self.commits)
+            + len(self.anchors)
+            + len(self.pending)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +218,8 @@ class InsertCounts:
     edges: int = 0
     commits: int = 0
     anchors: int = 0
+    pending: int = 0
+    settled: int = 0
 
 
 class BatchWrites:
@@ -183,6 +249,7 @@ class BatchWrites:
             {n.project for n in batch.nodes}
             | {e.project for e in edges}
             | {a.project for a in batch.anchors}
+            | {p.project for p in batch.pending}
         )
         commits: list[StoredCommit] = []
         if batch.commits:
@@ -201,11 +268,13 @@ class BatchWrites:
             ("commits", COMMITS, COMMITS.rows(commits)),
             ("edges", EDGES, EDGES.rows(edges)),
             ("anchors", ANCHORS, ANCHORS.rows(anchors)),
+            ("pending", PENDING, PENDING.rows(StoredPending(p) for p in batch.pending)),
         ]
         if use_copy is None:  # Batch.size, counted from the rows without building edges again
             use_copy = sum(len(rows) for _, _, rows in writes) >= COPY_THRESHOLD
         with self._connector.connection() as conn, conn.transaction():
             added = {count: _write(conn, table, rows, use_copy) for count, table, rows in writes}
+            added["settled"] = _settle(conn, batch.settled)
             _check_edge_levels(conn, edges)
             if notify is not None:
                 channel, payload = notify
@@ -234,6 +303,27 @@ def _write(conn: Connection, table: Table, rows: list[tuple[Any, ...]], copy: bo
                 stage.write_row(row)
         cur.execute(table.statement("merge_stage"))
         return max(cur.rowcount, 0)
+
+
+def _settle(conn: Connection, settled: Sequence[Settled]) -> int:
+    """Delete the pending anchors of nodes whose lines were found; how many went."""
+    by_scope: dict[tuple[ProjectId, RepoId], list[Settled]] = {}
+    for s in dict.fromkeys(settled):
+        by_scope.setdefault((s.project, s.repo), []).append(s)
+    gone = 0
+    for (project, repo), group in by_scope.items():
+        with conn.cursor() as cur:
+            cur.execute(
+                query("settle_pending"),
+                {
+                    "project": project,
+                    "repo": repo,
+                    "nodes": [s.node for s in group],
+                    "files": [s.file for s in group],
+                },
+            )
+            gone += max(cur.rowcount, 0)
+    return gone
 
 
 def _check_edge_levels(conn: Connection, edges: list[Edge]) -> None:

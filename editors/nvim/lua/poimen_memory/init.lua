@@ -19,6 +19,7 @@ M.commands = {
   SHOW_MEMORIES = "mem.showMemories",
   REFRESH = "mem.refresh",
   PING = "mem.ping",
+  REMEMBER = "mem.remember",
 }
 
 local defaults = {

@@ -473,3 +473,39 @@ SELECT count(*) AS files, coalesce(sum(run_count), 0) AS runs FROM blame_file;
 -- name: blame_cache_present
 -- Whether the schema has the shared blame cache (a database not migrated to it has none).
 SELECT to_regclass('blame_file') IS NOT NULL AS present;
+
+-- name: pending_present
+SELECT to_regclass('pending_anchor') IS NOT NULL AS present;
+
+-- name: pending_count
+SELECT count(*) AS n FROM pending_anchor WHERE expires_at > now();
+
+-- name: pending_files
+-- The files of a repository where nodes wait for their lines to be committed.
+SELECT DISTINCT file FROM pending_anchor
+WHERE project = %(project)s AND repo = %(repo)s AND expires_at > now()
+ORDER BY file;
+
+-- name: pending_repos
+-- Every (project, repository) with something pending (one project, or all when NULL).
+SELECT DISTINCT project, repo FROM pending_anchor
+WHERE (%(project)s::text IS NULL OR project = %(project)s) AND expires_at > now()
+ORDER BY project, repo;
+
+-- name: pending_in_file
+SELECT project, node_sha256, repo, file, base_commit, line_start, line_hashes, recorded_at,
+       expires_at
+FROM pending_anchor
+WHERE project = %(project)s AND repo = %(repo)s AND file = %(file)s AND expires_at > now()
+ORDER BY recorded_at, node_sha256, line_start;
+
+-- name: settle_pending
+-- The pending rows of nodes whose lines were found in a commit: the lines that were not
+-- found were changed before that commit, and the memory does not describe them.
+DELETE FROM pending_anchor p
+USING unnest(%(nodes)s::text[], %(files)s::text[]) AS s (node, file)
+WHERE p.project = %(project)s AND p.repo = %(repo)s AND p.node_sha256 = s.node
+  AND p.file = s.file;
+
+-- name: expire_pending
+DELETE FROM pending_anchor WHERE expires_at <= now();

@@ -1,0 +1,276 @@
+"""``remember`` and pending anchors, on a real repository and a real store: committed lines
+are anchored at their origin; uncommitted ones wait for the commit that holds them and are
+then found by hover; lines edited before the commit, or never committed, get nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from poimen_memory.domain import CommitSha, ProjectId
+from poimen_memory.ingest.remember import _place
+from poimen_memory.lookup import (
+    ByGitRequest,
+    LookupInputError,
+    LookupService,
+    RememberRequest,
+    build_service,
+)
+from poimen_memory.recording import Recorder
+from poimen_memory.store import Store
+
+from .gitrepo import ALICE, BOB, FixtureRepo, numbered
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> FixtureRepo:
+    repo = FixtureRepo.create(tmp_path / "work", "git@github.com:org/app.git")
+    repo.write("app.py", numbered("# app", 20))
+    repo.commit("base", "Initial", ALICE)
+    return repo
+
+
+@pytest.fixture
+def service(
+    store: Store, repo: FixtureRepo, project: ProjectId, tmp_path: Path
+) -> Iterator[LookupService]:
+    found = build_service(
+        store, [repo.root], project, cache_path=tmp_path / "blame.db", shared_blames=False
+    )
+    return found
+
+
+def _remember(recorder: Recorder, **body: object) -> dict[str, object]:
+    return recorder.remember(RememberRequest.parse(body)).model_dump(mode="json")
+
+
+def _texts(service: LookupService, repo: FixtureRepo, line: int) -> list[str]:
+    found = service.hover(repo.root / "app.py", line)
+    return [] if found is None else [m.node.text for m in found.memories]
+
+
+def test_committed_lines_are_anchored_at_their_origin(
+    service: LookupService, repo: FixtureRepo
+) -> None:
+    recorder = Recorder(service)
+    repo.set_line("app.py", 5, "retry = 3  # the flaky upstream")
+    origin = repo.commit("retry", "Retry upstream", BOB)
+    repo.write("other.txt", "x\n")
+    repo.commit("later", "Unrelated", ALICE)
+    out = _remember(
+        recorder, text="Upstream drops one call in ten; three retries.", file="app.py", line=5
+    )
+    assert out["anchored"] == [{"commit": origin, "file": "app.py", "line_start": 5, "line_end": 5}]
+    assert out["pending"] == []
+    assert out["created"] is True
+    assert _texts(service, repo, 5) == ["Upstream drops one call in ten; three retries."]
+    assert _texts(service, repo, 4) == []
+    again = _remember(
+        recorder, text="Upstream drops one call in ten; three retries.", file="app.py", line=5
+    )
+    assert again["created"] is False
+    assert again["node"] == out["node"]
+
+
+def test_uncommitted_lines_wait_for_their_commit_then_show(
+    service: LookupService, repo: FixtureRepo
+) -> None:
+    recorder = Recorder(service)
+    lines = repo.lines("app.py")
+    lines[9:9] = ["def backoff(n):", "    return min(2 ** n, 60)"]
+    repo.write("app.py", "\n".join(lines) + "\n")
+    out = _remember(
+        recorder,
+        text="Capped at a minute: the gateway times out at 90 s.",
+        brief="backoff is capped",
+        file="app.py",
+        lines=[10, 11],
+    )
+    assert out["anchored"] == []
+    assert [(p["line_start"], p["line_end"]) for p in out["pending"]] == [(10, 11)]  # type: ignore[index]
+    assert out["brief_node"] is not None
+    assert _texts(service, repo, 10) == []  # nothing committed yet
+    sha = repo.commit("backoff", "Add backoff", BOB)
+    shown = service.hover(repo.root / "app.py", 11)
+    assert shown is not None
+    texts = [m.node.text for m in shown.memories]
+    assert "Capped at a minute: the gateway times out at 90 s." in texts
+    assert "backoff is capped" in texts  # the L1 over it
+    assert _texts(service, repo, 9) == []
+    assert _texts(service, repo, 12) == []
+    rows = service.store.evidence_at_line(
+        ProjectId(out["project"]),
+        service.checkouts.identities()[0],
+        CommitSha(sha),
+        "app.py",
+        10,  # type: ignore[arg-type]
+    )
+    assert rows, "anchored at the commit that added the lines"
+    assert (
+        service.store.pending_files(ProjectId(out["project"]), service.checkouts.identities()[0])
+        == set()
+    )  # type: ignore[arg-type]
+
+
+def test_lines_edited_before_the_commit_get_nothing(
+    service: LookupService, repo: FixtureRepo
+) -> None:
+    recorder = Recorder(service)
+    lines = repo.lines("app.py")
+    lines[4:4] = ["first = load()", "second = parse(first)", "third = store(second)"]
+    repo.write("app.py", "\n".join(lines) + "\n")
+    _remember(recorder, text="A pipeline of three steps.", file="app.py", lines=[5, 7])
+    lines[5] = "second = parse_strict(first)"  # edited before the commit
+    repo.write("app.py", "\n".join(lines) + "\n")
+    repo.commit("pipeline", "Pipeline", BOB)
+    assert _texts(service, repo, 6) == []  # the changed line: never
+    assert _texts(service, repo, 5) == ["A pipeline of three steps."]
+    assert _texts(service, repo, 7) == ["A pipeline of three steps."]
+
+
+def test_lines_never_committed_are_never_shown(service: LookupService, repo: FixtureRepo) -> None:
+    recorder = Recorder(service)
+    lines = repo.lines("app.py")
+    lines[2:2] = ["experimental = True"]
+    repo.write("app.py", "\n".join(lines) + "\n")
+    _remember(recorder, text="Tried a flag; dropped it.", file="app.py", line=3)
+    repo.write("app.py", numbered("# app", 20))  # reverted, then something else committed
+    repo.set_line("app.py", 3, "# app line 3 changed")
+    repo.commit("other", "Other change", BOB)
+    assert _texts(service, repo, 3) == []
+
+
+def test_a_line_that_existed_before_is_not_taken_for_the_new_one(
+    service: LookupService, repo: FixtureRepo
+) -> None:
+    """The remembered text also occurs in old lines: only a line committed after the
+    memory's base can carry it."""
+    recorder = Recorder(service)
+    repo.set_line("app.py", 2, "return result")
+    repo.commit("old", "Old return", ALICE)
+    lines = repo.lines("app.py")
+    lines[14:14] = ["return result"]
+    repo.write("app.py", "\n".join(lines) + "\n")
+    out = _remember(recorder, text="Returns early on purpose.", file="app.py", line=15)
+    assert out["pending"]
+    repo.commit("new", "New return", BOB)
+    assert _texts(service, repo, 15) == ["Returns early on purpose."]
+    assert _texts(service, repo, 2) == []
+
+
+def test_resolve_pending_command_path_and_expiry(
+    service: LookupService, repo: FixtureRepo, store_dsn: str
+) -> None:
+    recorder = Recorder(service)
+    lines = repo.lines("app.py")
+    lines[0:0] = ["import os"]
+    repo.write("app.py", "\n".join(lines) + "\n")
+    out = _remember(recorder, text="os for the environment.", file="app.py", line=1)
+    project = ProjectId(out["project"])  # type: ignore[arg-type]
+    repo.commit("os", "Import os", BOB)
+    expired, done = recorder.resolve_pending(project)
+    assert expired == 0
+    assert [(r.anchors, r.files) for r in done] == [(1, ["app.py"])]
+    # Another, never committed: it expires and is deleted.
+    lines = repo.lines("app.py")
+    lines[3:3] = ["never = committed"]
+    repo.write("app.py", "\n".join(lines) + "\n")
+    _remember(recorder, text="Will expire.", file="app.py", line=4)
+    with psycopg.connect(store_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pending_anchor SET expires_at = now() - interval '1 second' WHERE project = %s",
+            (project.value,),
+        )
+    expired, done = recorder.resolve_pending(project)
+    assert expired == 1
+    assert done == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"text": "x", "file": "app.py", "line": 99}, "line"),
+        ({"text": "x", "file": "app.py", "lines": [19, 40]}, "lines"),
+        ({"text": "x", "file": "missing.py", "line": 1}, "file"),
+        ({"text": "x", "file": "app.py"}, "line"),
+        ({"text": " ", "file": "app.py", "line": 1}, "text"),
+        ({"text": "x", "file": "/etc/passwd", "line": 1}, "file"),
+    ],
+)
+def test_bad_requests_name_the_field(
+    service: LookupService, body: dict[str, object], field: str
+) -> None:
+    recorder = Recorder(service)
+    with pytest.raises(LookupInputError) as caught:
+        recorder.remember(RememberRequest.parse(body))
+    assert caught.value.field == field
+
+
+def test_a_link_out_of_the_work_tree_is_not_read(
+    service: LookupService, repo: FixtureRepo, tmp_path: Path
+) -> None:
+    secret = tmp_path / "outside.txt"
+    secret.write_text("secret\n")
+    (repo.root / "link.txt").symlink_to(secret)
+    with pytest.raises(LookupInputError) as caught:
+        Recorder(service).remember(
+            RememberRequest.parse({"text": "x", "file": "link.txt", "line": 1})
+        )
+    assert caught.value.field == "file"
+
+
+def test_secrets_are_redacted_before_the_node_is_hashed(
+    service: LookupService, repo: FixtureRepo
+) -> None:
+    out = _remember(
+        Recorder(service),
+        text="Deploy with AKIAIOSFODNN7EXAMPLE for the bucket.",
+        file="app.py",
+        line=1,
+    )
+    assert out["redacted"] == {"aws-access-key": 1}
+    found = service.by_git(
+        ByGitRequest.parse({"file": "app.py", "line": 1}, service.default_project)
+    )
+    (text,) = [m.node.text for m in found.memories]
+    assert "AKIAIOSFODNN7EXAMPLE" not in text
+    assert "[REDACTED:" in text
+
+
+# -- the matching rule, on its own ---------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    wanted=st.lists(st.integers(0, 5), min_size=1, max_size=6),
+    hashes=st.lists(st.integers(0, 5), max_size=30),
+    data=st.data(),
+)
+def test_placement_is_increasing_unique_and_only_on_new_equal_lines(
+    wanted: list[int], hashes: list[int], data: st.DataObject
+) -> None:
+    new = data.draw(st.lists(st.booleans(), min_size=len(hashes), max_size=len(hashes)))
+    placed = _place(wanted, hashes, new)
+    lines = [n for first, last in placed for n in range(first, last + 1)]
+    assert lines == sorted(set(lines))  # increasing, no line twice
+    assert len(lines) <= len(wanted)
+    for n in lines:
+        assert new[n - 1], "only lines committed after the base"
+        assert hashes[n - 1] in wanted
+    for first, last in placed:  # each run occurs once among the new lines
+        run = hashes[first - 1 : last]
+        seq = [h if ok else None for h, ok in zip(hashes, new, strict=True)]
+        starts = [j for j in range(len(seq)) if seq[j : j + len(run)] == run]
+        assert starts == [first - 1]
+
+
+def test_placement_finds_the_run_among_others() -> None:
+    assert _place([7, 8, 9], [1, 7, 8, 9, 2], [True] * 5) == [(2, 4)]
+    assert _place([7, 8, 9], [7, 8, 9, 7, 8, 9], [True] * 6) == []  # twice: ambiguous
+    assert _place([7, 8, 9], [7, 8, 9, 7, 8, 9], [False] * 3 + [True] * 3) == [(4, 6)]
+    assert _place([7, 5, 9], [7, 8, 9], [True] * 3) == [(1, 1), (3, 3)]  # middle edited
