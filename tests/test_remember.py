@@ -4,6 +4,10 @@ then found by hover; lines edited before the commit, or never committed, get not
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -274,3 +278,50 @@ def test_placement_finds_the_run_among_others() -> None:
     assert _place([7, 8, 9], [7, 8, 9, 7, 8, 9], [True] * 6) == []  # twice: ambiguous
     assert _place([7, 8, 9], [7, 8, 9, 7, 8, 9], [False] * 3 + [True] * 3) == [(4, 6)]
     assert _place([7, 5, 9], [7, 8, 9], [True] * 3) == [(1, 1), (3, 3)]  # middle edited
+
+
+# -- the CLI ----------------------------------------------------------------------------------
+
+
+def _mem(*argv: str, cwd: Path) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "poimen_memory.cli", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "POIMEN_CONFIG": str(cwd / "no-config.toml")},
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_cli_remember_then_commit_then_resolve_pending(
+    repo: FixtureRepo, store_dsn: str, project: ProjectId
+) -> None:
+    lines = repo.lines("app.py")
+    lines[7:7] = ["timeout = 90  # the gateway's"]
+    repo.write("app.py", "\n".join(lines) + "\n")
+    common = ["--dsn", store_dsn, "--project", project.value]
+    code, out, err = _mem(
+        "remember", "app.py:8", "Matches the gateway timeout.", "--json", *common, cwd=repo.root
+    )
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["anchored"] == []
+    assert body["pending"][0]["line_start"] == 8
+    code, out, err = _mem(
+        "remember", "app.py:8", "Matches the gateway timeout.", *common, cwd=repo.root
+    )
+    assert code == 0, err
+    assert out.startswith("already remembered")
+    code, out, err = _mem("remember", "app.py:99", "x", *common, cwd=repo.root)
+    assert code == 2
+    assert err.strip() == "mem: error: line: 99 is beyond the end of app.py (21 lines)"
+    repo.commit("timeout", "Gateway timeout", BOB)
+    code, out, err = _mem("db", "resolve-pending", "--json", *common, cwd=repo.root)
+    assert code == 0, err
+    assert json.loads(out)["repos"][0]["anchors"] == 1
+    code, out, err = _mem("by-git", "app.py:8", "--json", *common, cwd=repo.root)
+    assert code == 0, err
+    assert [n["text"] for n in json.loads(out)["nodes"]] == ["Matches the gateway timeout."]
