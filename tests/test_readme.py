@@ -40,7 +40,9 @@ def test_every_cli_command_is_documented() -> None:
             commands |= {f"{name} {child}" for child in nested[0].choices}
         else:
             commands.add(name)
-    assert commands <= documented, commands - documented
+    # A row may go on with the command's fixed words (`mem hooks install claude-code`).
+    missing = {c for c in commands if not any(d == c or d.startswith(f"{c} ") for d in documented)}
+    assert not missing, missing
 
 
 def test_every_server_setting_has_its_own_heading() -> None:

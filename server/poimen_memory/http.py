@@ -9,7 +9,7 @@ request and response models of ``poimen_memory.lookup`` (OpenAPI is generated fr
     GET  /health                   {"status": "ok"}
 
 Bad input: 422 ``{"error": "field: ...", "field": "..."}``. Before a request reaches a route,
-``_Guard`` checks it, in this order: the ``Host`` header is one the server answers to (400,
+``Guard`` checks it, in this order: the ``Host`` header is one the server answers to (400,
 against DNS rebinding), no web page sent it (``Origin``, ``Sec-Fetch-Site``: 403 unless the
 origin is allowed), the bearer token on every route but ``/health`` (401), a POST body is
 ``application/json`` (422 naming ``body``), and the body arrives whole, within the size cap
@@ -52,7 +52,7 @@ from poimen_memory.lookup.requests import (
 from poimen_memory.settings import is_loopback
 from poimen_memory.wiring import StoreUnavailable
 
-__all__ = ["MAX_BODY", "READ_TIMEOUT_S", "create_app", "is_loopback", "served_hosts"]
+__all__ = ["MAX_BODY", "READ_TIMEOUT_S", "Guard", "create_app", "is_loopback", "served_hosts"]
 
 MAX_BODY = 64 * 1024
 READ_TIMEOUT_S = 5.0
@@ -123,7 +123,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _R = TypeVar("_R", bound=LookupRequest)
 
 
-class _Guard:
+class Guard:
     """Every check a request passes before the app sees it (see the module's docstring). The
     body is read here, capped and timed, then handed on whole."""
 
@@ -341,7 +341,7 @@ def create_app(
     posts = [r for r in app.routes if isinstance(r, APIRoute) and "POST" in (r.methods or ())]
     body_paths = frozenset(route.path for route in posts)
     app.add_middleware(
-        _Guard,
+        Guard,
         token=token,
         hosts=None if hosts is None else frozenset(h.lower() for h in hosts),
         origins=origins,

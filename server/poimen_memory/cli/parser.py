@@ -7,7 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from poimen_memory.cli import commands as cmd
+from poimen_memory.cli import hooks_commands as hk
 from poimen_memory.cli.errors import UsageError
+from poimen_memory.cli.mcp_commands import DEFAULT_PORT, mcp_serve
 from poimen_memory.ingest import Format
 
 __all__ = ["build_parser"]
@@ -247,4 +249,98 @@ def build_parser() -> argparse.ArgumentParser:
         "--repo", action="append", help="a work tree to resolve in (repeatable; default: cwd)"
     )
     p.add_argument("--repo-id", help="repository identity instead of origin's URL")
+    # -- mcp commands --
+    p = _command(
+        commands, "mcp", "serve the memory tools to coding agents over MCP (stdio by default)",
+        mcp_serve,
+        ["mem mcp --repo ~/app --project app",
+         "mem mcp --http --port 8751 --repo ~/app --project app",
+         "mem mcp --http --host 0.0.0.0 --token \"$POIMEN_HTTP_TOKEN\" --repo ~/app"],
+        project=True,
+    )  # fmt: skip
+    p.add_argument("--repo", action="append", help="a work tree the tools answer for (repeatable)")
+    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
+    p.add_argument(
+        "--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio"
+    )
+    p.add_argument("--host", help="with --http: address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help=f"with --http: port (default {DEFAULT_PORT})")
+    p.add_argument(
+        "--token",
+        help="with --http: bearer token every request must carry (default: $POIMEN_HTTP_TOKEN; "
+        "required off loopback)",
+    )
+    mcp_actions = p.add_subparsers(dest="mcp_command", metavar="ACTION", parser_class=_Parser)
+    mcp_actions.required = False  # `mem mcp` alone serves
+    # -- mcp install --
+    p = _command(
+        mcp_actions, "install", "add the MCP server to Claude Code's configuration",
+        hk.mcp_install,
+        ["mem mcp install claude-code", "mem mcp install claude-code --scope user --dry-run",
+         "mem mcp install claude-code --repo ~/app --project app"],
+        project=True,
+    )  # fmt: skip
+    p.add_argument("agent", choices=["claude-code"], help="the agent to configure")
+    p.add_argument(
+        "--scope", choices=["project", "user"], default="project",
+        help="project: .mcp.json at the work tree root (default); user: ~/.claude.json",
+    )  # fmt: skip
+    p.add_argument(
+        "--repo", dest="install_repo", metavar="DIR",
+        help="the work tree the server answers for (default: the current one; none for --scope "
+        "user)",
+    )  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    # -- hooks commands --
+    p = _command(
+        commands, "hooks", "capture agent sessions as they end, through the agent's hooks",
+        hk.hooks_missing_command,
+        ["mem hooks install claude-code", "mem hooks status"], dsn=False,
+    )  # fmt: skip
+    hook_actions = p.add_subparsers(dest="hooks_command", metavar="ACTION", parser_class=_Parser)
+    scope_help = "project: .claude/settings.json in the work tree (default); user: ~/.claude/"
+    p = _command(
+        hook_actions, "install", "make Claude Code ingest each session when it stops or ends",
+        hk.hooks_install,
+        ["mem hooks install claude-code", "mem hooks install claude-code --scope user",
+         "mem hooks install claude-code --project app --dry-run"],
+        project=True,
+    )  # fmt: skip
+    p.add_argument("agent", choices=["claude-code"], help="the agent to hook into")
+    p.add_argument("--scope", choices=["project", "user"], default="project", help=scope_help)
+    p.add_argument("--repo", metavar="DIR", help="the work tree (default: the current one)")
+    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    p = _command(
+        hook_actions, "uninstall", "remove exactly the hook `mem hooks install` added",
+        hk.hooks_uninstall,
+        ["mem hooks uninstall claude-code", "mem hooks uninstall claude-code --scope user"],
+        dsn=False,
+    )  # fmt: skip
+    p.add_argument("agent", choices=["claude-code"], help="the agent to unhook")
+    p.add_argument("--scope", choices=["project", "user"], default="project", help=scope_help)
+    p.add_argument("--repo", metavar="DIR", help="the work tree (default: the current one)")
+    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    p = _command(
+        hook_actions, "run",
+        "what the hook runs: ingest the transcript named by the JSON on stdin (exits 0, "
+        "prints nothing; see `mem hooks status`)",
+        hk.hooks_run,
+        ["mem hooks run claude-code < payload.json",
+         "mem hooks run claude-code --wait < payload.json"],
+        project=True,
+    )  # fmt: skip
+    p.add_argument("agent", choices=["claude-code"], help="the agent whose hook this is")
+    p.add_argument(
+        "--wait", action="store_true", help="ingest here and now instead of in the background"
+    )
+    p = _command(
+        hook_actions, "status", "where the hook is installed, what it runs, its last runs",
+        hk.hooks_status,
+        ["mem hooks status", "mem hooks status claude-code --scope user --json"],
+        dsn=False, json_output=True,
+    )  # fmt: skip
+    p.add_argument("agent", nargs="?", choices=["claude-code"], help="the agent (default: all)")
+    p.add_argument("--scope", choices=["project", "user"], help="one scope (default: both)")
+    p.add_argument("--repo", metavar="DIR", help="the work tree (default: the current one)")
+    p.add_argument("--last", type=int, default=10, help="runs to show (default 10)")
     return parser

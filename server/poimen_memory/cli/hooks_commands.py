@@ -1,0 +1,170 @@
+"""``mem hooks ...`` and ``mem mcp install``: capture Claude Code sessions as they end, and
+register the MCP server with Claude Code. The work is in ``poimen_memory.hooks``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from poimen_memory import hooks
+from poimen_memory.cli.errors import UsageError
+from poimen_memory.errors import ConfigError
+from poimen_memory.gitio import GitError, GitRepo
+from poimen_memory.settings import load_settings, redact_dsn
+
+__all__ = [
+    "hooks_install",
+    "hooks_missing_command",
+    "hooks_run",
+    "hooks_status",
+    "hooks_uninstall",
+    "mcp_install",
+]
+
+
+def _option(args: argparse.Namespace, name: str) -> Any:
+    return getattr(args, name, None)
+
+
+def _project_root(repo: str | None) -> Path:
+    """The work tree root of ``repo`` (default: the current directory)."""
+    try:
+        return GitRepo.discover(repo or ".").root
+    except GitError as exc:
+        hint = "" if repo else " (give --repo DIR, or --scope user)"
+        raise UsageError(f"--repo: {exc}{hint}") from None
+
+
+def _scope(args: argparse.Namespace) -> hooks.Scope:
+    return "user" if _option(args, "scope") == "user" else "project"
+
+
+def _settings_file(args: argparse.Namespace, scope: hooks.Scope) -> Path:
+    root = _project_root(_option(args, "repo")) if scope == "project" else None
+    return hooks.settings_path(scope, root)
+
+
+def _warn_secret(dsn: str | None, path: Path) -> None:
+    if dsn and redact_dsn(dsn, dsn) != dsn:
+        print(f"mem: warning: the --dsn password is written into {path}", file=sys.stderr)
+
+
+def _carry_out(change: hooks.Change, dry_run: bool) -> int:
+    if dry_run:
+        print(change.diff(), end="")
+        print(f"{change.message} (dry run: nothing written)")
+        return 0
+    change.apply()
+    print(change.message)
+    return 0
+
+
+def hooks_missing_command(args: argparse.Namespace) -> int:
+    """``mem hooks`` alone."""
+    raise UsageError("missing command; see `mem hooks --help`")
+
+
+def hooks_install(args: argparse.Namespace) -> int:
+    """Add the hook that ingests each Claude Code session to its settings."""
+    scope = _scope(args)
+    path = _settings_file(args, scope)
+    settings = load_settings({"project": _option(args, "project"), "dsn": _option(args, "dsn")})
+    dsn = _option(args, "dsn")  # only a DSN given here: one from the environment stays there
+    command = hooks.hook_command(hooks.mem_invocation(), settings.project, dsn)
+    change = hooks.plan_hooks_install(path, command)
+    _warn_secret(dsn, path)
+    return _carry_out(change, args.dry_run)
+
+
+def hooks_uninstall(args: argparse.Namespace) -> int:
+    """Remove exactly the hook ``mem hooks install`` added."""
+    change = hooks.plan_hooks_uninstall(_settings_file(args, _scope(args)))
+    return _carry_out(change, args.dry_run)
+
+
+def hooks_run(args: argparse.Namespace) -> int:
+    """What the installed hook runs: read Claude Code's payload on stdin, ingest the session's
+    transcript (detached, unless --wait). Always exits 0 and prints nothing; see the log."""
+    raw = b""
+    with contextlib.suppress(Exception):  # unreadable: logged as no payload
+        if not sys.stdin.isatty():
+            raw = sys.stdin.buffer.read(hooks.PAYLOAD_MAX_BYTES + 1)
+    with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
+        hooks.run_hook(
+            raw, project=_option(args, "project"), dsn=_option(args, "dsn"), wait=args.wait
+        )
+    return 0
+
+
+def _scope_status(args: argparse.Namespace, scope: hooks.Scope) -> dict[str, Any]:
+    status: dict[str, Any] = {"path": None, "installed": False, "events": [], "commands": []}
+    try:
+        path = _settings_file(args, scope)
+        status["path"] = str(path)
+        found = hooks.installed_commands(path)
+    except (UsageError, ConfigError) as exc:
+        return {**status, "error": str(exc)}
+    commands = [command for event in found.values() for command in event]
+    return {
+        **status,
+        "installed": bool(found),
+        "events": list(found),
+        "commands": list(dict.fromkeys(commands)),
+        "error": None,
+    }
+
+
+def hooks_status(args: argparse.Namespace) -> int:
+    """Where the hook is installed, what it runs, and its last runs."""
+    scopes: list[hooks.Scope] = [_scope(args)] if _option(args, "scope") else ["project", "user"]
+    if args.last < 0:
+        raise UsageError(f"--last: expected 0 or more, got {args.last}")
+    statuses = {scope: _scope_status(args, scope) for scope in scopes}
+    runs = hooks.read_log(args.last)
+    if args.json:
+        report = {"agent": hooks.AGENT, "scopes": statuses, "log": str(hooks.log_path())}
+        print(json.dumps({**report, "runs": runs}, indent=2))
+        return 0
+    print(f"{hooks.AGENT} hook")
+    for scope, status in statuses.items():
+        if status["error"]:
+            print(f"  {scope:<8} unknown: {status['error']}")
+            continue
+        events = status["events"]
+        state = "not installed"
+        if events:
+            partial = len(events) < len(hooks.EVENTS)
+            state = f"installed ({', '.join(events)}{' only' if partial else ''})"
+        print(f"  {scope:<8} {state}  {status['path']}")
+        for command in status["commands"]:
+            print(f"  {'':<8} runs: {command}")
+    print(f"log  {hooks.log_path()}")
+    if not runs:
+        print("  no runs yet")
+    for run in runs:
+        where = f"  ({run['transcript']})" if run.get("transcript") else ""
+        when = str(run.get("time", "")).replace("+00:00", "Z")
+        event = run.get("event", "")
+        print(
+            f"  {when:<20} {event:<10} {run.get('outcome', '?'):<7} {run.get('message', '')}{where}"
+        )
+    return 0
+
+
+def mcp_install(args: argparse.Namespace) -> int:
+    """Add the ``mem mcp`` server to Claude Code's MCP configuration."""
+    scope = _scope(args)
+    repo = _option(args, "install_repo")
+    root = _project_root(repo) if scope == "project" or repo else None
+    path = hooks.mcp_config_path(scope, root)
+    dsn = _option(args, "dsn")
+    load_settings({"project": _option(args, "project"), "dsn": dsn})  # a bad value says so now
+    entry = hooks.mcp_entry(hooks.mem_invocation(), root, _option(args, "project"), dsn)
+    change = hooks.plan_mcp_install(path, entry)
+    _warn_secret(dsn, path)
+    return _carry_out(change, args.dry_run)

@@ -1,0 +1,123 @@
+"""``mem mcp``: serve the MCP tools over stdio (the default) or streamable HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from poimen_memory.cli.errors import UsageError
+from poimen_memory.domain import ProjectId
+from poimen_memory.lookup import build_service
+from poimen_memory.settings import Settings, is_loopback, load_settings
+from poimen_memory.store import Store, embedded_dsn
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from poimen_memory.mcpserver import MemoryTools
+
+__all__ = ["DEFAULT_PORT", "mcp_serve"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8751
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send whatever is written to file descriptor 1 (by this process or a child, such as
+    the embedded Postgres starting) to stderr: on stdio, stdout carries protocol only."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _http_options(args: argparse.Namespace, settings: Settings) -> tuple[str, int, str | None]:
+    """(host, port, token) for --http, checked as `mem http` checks them."""
+    host = DEFAULT_HOST if args.host is None else args.host
+    port = DEFAULT_PORT if args.port is None else args.port
+    token = settings.http_token
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"--host: {host} is reachable from other machines; set --token or "
+            "POIMEN_HTTP_TOKEN to require a bearer token"
+        )
+    if settings.http_token_projects and token is not None:
+        where = settings.origin("http_token_projects") or "POIMEN_HTTP_TOKEN_PROJECTS"
+        raise UsageError(
+            f"{where}: limits the token to projects, which `mem mcp` does not do; "
+            "unset it, or use a token of its own for MCP"
+        )
+    if not 0 < port < 65536:
+        raise UsageError(f"--port: expected 1 to 65535, got {port}")
+    return host, port, token
+
+
+def mcp_serve(args: argparse.Namespace) -> int:
+    """Serve the MCP tools: on stdin/stdout, or with --http on HOST:PORT at /mcp."""
+    from poimen_memory.mcpserver import MemoryTools, serve_stdio
+
+    if getattr(args, "mcp_command", None) is not None:
+        raise UsageError(f"mcp {args.mcp_command}: not available here; see `mem mcp --help`")
+    settings = load_settings({"dsn": args.dsn, "project": args.project, "http_token": args.token})
+    if not args.http:
+        for flag, value in (("--host", args.host), ("--port", args.port), ("--token", args.token)):
+            if value is not None:
+                raise UsageError(f"{flag}: only with --http (stdio needs no address)")
+    http = _http_options(args, settings) if args.http else None
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="mem mcp: %(levelname)s %(message)s"
+    )
+    default = None if settings.project is None else ProjectId(settings.project)
+    with _stdout_to_stderr():
+        dsn = settings.dsn if settings.dsn is not None else embedded_dsn(settings.data_dir)
+        store = Store(dsn, lazy=True)  # a store down at start is a tool error, not an exit
+    with store:
+        with _stdout_to_stderr():
+            service = build_service(
+                store,
+                args.repo or [],
+                default,
+                args.repo_id,
+                shared_blames=settings.shared_blame_cache,
+            )
+            tools = MemoryTools.serving(service, args.repo or [], settings.pending_days)
+        if http is None:
+            serve_stdio(tools)
+        else:
+            _serve_http(tools, *http)
+        service.checkouts.flush()
+    return 0
+
+
+def _serve_http(tools: MemoryTools, host: str, port: int, token: str | None) -> None:
+    """Streamable HTTP behind the HTTP API's guard: Host, Origin, token, body cap."""
+    import uvicorn
+
+    from poimen_memory.http import Guard, served_hosts
+    from poimen_memory.mcpserver import MAX_BODY, MCP_PATH, READ_TIMEOUT_S, http_app
+
+    hosts = served_hosts(host, port)
+
+    def guard(app: ASGIApp) -> ASGIApp:
+        return Guard(
+            app,
+            token=token,
+            hosts=hosts,
+            origins=frozenset(),
+            body_paths=frozenset({MCP_PATH}),
+            max_body=MAX_BODY,
+            read_timeout=READ_TIMEOUT_S,
+        )
+
+    uvicorn.run(http_app(tools, guard), host=host, port=port, log_level="warning")
