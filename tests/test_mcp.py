@@ -41,19 +41,14 @@ from poimen_memory.lookup import (
     build_service,
 )
 from poimen_memory.mcpserver import MemoryTools, create_server
+from poimen_memory.recording import Recorder
 from poimen_memory.store import Store
 
 from .gitrepo import FixtureRepo, kong_repo
+from .lsp.conftest import MEMORIES
 
 REPO = "github.com/org/poimen"
 TOKEN = "mcp-t0ken-for-tests"
-
-MEMORIES = [
-    {"type": "node", "id": "s1", "level": "L2", "text": "Kong platform: bodies are buffered up to 16MB and streamed beyond.", "created_at": "2026-08-20T09:00:00Z"},
-    {"type": "node", "id": "m1", "level": "L1", "query_id": "q-buffer", "text": "Kong body buffer raised to 16MB so 16MB uploads pass.", "parents": ["s1"], "created_at": "2026-08-20T08:00:00Z"},
-    {"type": "node", "id": "e1", "level": "L0", "query_id": "q-buffer", "text": "Raised BODY_BUFFER from 8MB to 16MB in the Kong buffer module.\nUploads of 16MB now pass; larger ones get a 413.", "parents": ["m1"], "anchors": [{"file": "src/kong/buffer.rs", "line": 42}], "created_at": "2026-08-20T07:00:00Z"},
-    {"type": "node", "id": "e2", "level": "L0", "query_id": "q-large", "text": "Handler streams bodies larger than BODY_BUFFER.", "anchors": [{"file": "src/kong/handler.rs", "line": 10}], "created_at": "2026-08-20T07:10:00Z"},
-]  # fmt: skip
 
 
 @dataclass
@@ -287,7 +282,7 @@ async def test_an_unexpected_failure_is_logged_not_shown(
     service = build_service(
         store, [world.kong.root], ProjectId(world.project), cache_path=tmp_path / "blame.db"
     )
-    tools = MemoryTools.serving(service, [world.kong.root])
+    tools = MemoryTools.serving(Recorder(service), [world.kong.root])
 
     def broken(req: ByGitRequest) -> LookupResult:
         raise RuntimeError("a detail the client must not see")

@@ -240,6 +240,7 @@ def test_every_key_starts_with_project(store_dsn: str) -> None:
         "commit_alias",
         "blame_file",
         "blame_run",
+        "pending_anchor",
     }
     assert all(r[2] == "project" for r in rows), rows
 

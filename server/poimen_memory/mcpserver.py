@@ -50,12 +50,11 @@ from poimen_memory.lookup import (
     LookupRequest,
     LookupResponse,
     LookupResult,
-    LookupService,
     QueryRequest,
     RememberRequest,
     RememberResponse,
 )
-from poimen_memory.recording import PENDING_DAYS, Recorder
+from poimen_memory.recording import Recorder
 from poimen_memory.render import render_text
 
 __all__ = [
@@ -214,29 +213,19 @@ class MemoryTools:
     answer, the errors. ``roots`` are the work trees an absolute ``file`` may be in (the
     served ones)."""
 
-    def __init__(
-        self,
-        service: LookupService,
-        roots: Iterable[Path] = (),
-        pending_days: float = PENDING_DAYS,
-    ) -> None:
-        self.service = service
+    def __init__(self, recorder: Recorder, roots: Iterable[Path] = ()) -> None:
+        # The recorder is attached to its service: the service's lookups resolve the pending
+        # anchors of lines remembered before they were committed (in any session).
+        self.recorder = recorder
+        self.service = recorder.service
         self.roots = tuple(roots)
-        # Attached to the service now: its lookups resolve the pending anchors of lines
-        # remembered before they were committed (in this session or any earlier one).
-        self.recorder = Recorder(service, pending_days)
 
     @classmethod
-    def serving(
-        cls,
-        service: LookupService,
-        repo_dirs: Iterable[str | Path],
-        pending_days: float = PENDING_DAYS,
-    ) -> MemoryTools:
-        """The tools over ``service``, whose work trees are those containing ``repo_dirs``
-        (already registered with it)."""
-        roots = [service.checkouts.add(d)[1].repo.root for d in repo_dirs]
-        return cls(service, dict.fromkeys(roots), pending_days)
+    def serving(cls, recorder: Recorder, repo_dirs: Iterable[str | Path]) -> MemoryTools:
+        """The tools over ``recorder``'s service, whose work trees are those containing
+        ``repo_dirs`` (already registered with it)."""
+        roots = [recorder.service.checkouts.add(d)[1].repo.root for d in repo_dirs]
+        return cls(recorder, dict.fromkeys(roots))
 
     def listing(self) -> list[types.Tool]:
         """The tools, as ``tools/list`` answers them."""

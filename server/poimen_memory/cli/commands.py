@@ -193,6 +193,26 @@ def _progress(args: argparse.Namespace) -> Iterator[Callable[[str, int, int], No
         yield update
 
 
+def serving(
+    store: Store,
+    settings: Settings,
+    repos: list[str] | list[Path],
+    repo_id: str | None,
+    *,
+    shared_blames: bool = True,
+) -> tuple[LookupService, Recorder]:
+    """The lookup service over ``store`` and the work trees ``repos``, and the Recorder
+    attached to it (so its lookups anchor lines remembered before they were committed)."""
+    service = build_service(
+        store,
+        repos,
+        _default_project(settings),
+        repo_id,
+        shared_blames=settings.shared_blame_cache and shared_blames,
+    )
+    return service, Recorder(service, settings.pending_days)
+
+
 # -- lookups ----------------------------------------------------------------------------------
 
 _BodyOf = Callable[[argparse.Namespace, LookupService], dict[str, Any]]
@@ -205,14 +225,9 @@ def _lookup(args: argparse.Namespace, model: type[LookupRequest], body_of: _Body
     dsn, _ = _target(settings)
     repo = getattr(args, "repo", None)
     with Store(dsn, max_size=1) as store:
-        service = build_service(
-            store,
-            [repo] if repo else [],
-            default,
-            getattr(args, "repo_id", None),
-            shared_blames=settings.shared_blame_cache,
+        service, _ = serving(
+            store, settings, [repo] if repo else [], getattr(args, "repo_id", None)
         )
-        Recorder(service, settings.pending_days)  # lookups anchor remembered lines committed since
         request = model.parse(body_of(args, service), default)
         result = _ANSWER[model](service, request)
         service.checkouts.flush()
@@ -294,13 +309,7 @@ def remember(args: argparse.Namespace) -> int:
     default = _default_project(settings)
     dsn, _ = _target(settings)
     with Store(dsn, max_size=1) as store:
-        service = build_service(
-            store,
-            [args.repo] if args.repo else [],
-            default,
-            args.repo_id,
-            shared_blames=settings.shared_blame_cache,
-        )
+        service, recorder = serving(store, settings, [args.repo] if args.repo else [], args.repo_id)
         body = _place(args.location, args.repo, service)
         if "line" not in body and "lines" not in body:
             raise LookupInputError(
@@ -308,7 +317,7 @@ def remember(args: argparse.Namespace) -> int:
             )
         body |= {"text": args.text, "brief": args.brief, "query_id": args.query_id}
         request = RememberRequest.parse(body, default)
-        out = Recorder(service, settings.pending_days).remember(request)
+        out = recorder.remember(request)
         service.checkouts.flush()
     if args.json:
         print(out.model_dump_json(indent=2))
@@ -345,8 +354,8 @@ def db_resolve_pending(args: argparse.Namespace) -> int:
         except (LookupFailed, LookupInputError):
             pass  # not in a work tree: repositories without a checkout are listed as skipped
     with Store(dsn, max_size=1) as store:
-        service = build_service(store, repos, default, args.repo_id, shared_blames=False)
-        expired, done = Recorder(service, settings.pending_days).resolve_pending(default)
+        _, recorder = serving(store, settings, repos, args.repo_id, shared_blames=False)
+        expired, done = recorder.resolve_pending(default)
     if args.json:
         print(
             json.dumps(
@@ -510,16 +519,8 @@ def http(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UsageError(f"--port: expected 1 to 65535, got {args.port}")
     dsn, _ = _target(settings)
-    default = _default_project(settings)
     with Store(dsn) as store:
-        service = build_service(
-            store,
-            args.repo or [],
-            default,
-            args.repo_id,
-            shared_blames=settings.shared_blame_cache,
-        )
-        Recorder(service, settings.pending_days)  # lookups anchor remembered lines committed since
+        service, _ = serving(store, settings, args.repo or [], args.repo_id)
         app = create_app(
             service,
             token,

@@ -10,9 +10,8 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from poimen_memory.cli.commands import serving
 from poimen_memory.cli.errors import UsageError
-from poimen_memory.domain import ProjectId
-from poimen_memory.lookup import build_service
 from poimen_memory.settings import Settings, is_loopback, load_settings
 from poimen_memory.store import Store, embedded_dsn
 
@@ -78,20 +77,13 @@ def mcp_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="mem mcp: %(levelname)s %(message)s"
     )
-    default = None if settings.project is None else ProjectId(settings.project)
     with _stdout_to_stderr():
         dsn = settings.dsn if settings.dsn is not None else embedded_dsn(settings.data_dir)
         store = Store(dsn, lazy=True)  # a store down at start is a tool error, not an exit
     with store:
         with _stdout_to_stderr():
-            service = build_service(
-                store,
-                args.repo or [],
-                default,
-                args.repo_id,
-                shared_blames=settings.shared_blame_cache,
-            )
-            tools = MemoryTools.serving(service, args.repo or [], settings.pending_days)
+            service, recorder = serving(store, settings, args.repo or [], args.repo_id)
+            tools = MemoryTools.serving(recorder, args.repo or [])
         if http is None:
             serve_stdio(tools)
         else:

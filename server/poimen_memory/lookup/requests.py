@@ -8,7 +8,7 @@ value``. Each field's rule and its schema sit side by side in one annotated type
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -91,22 +91,21 @@ def _memory_text(value: object) -> str:
     return text
 
 
-def _query_id(value: object) -> QueryId:
-    if isinstance(value, QueryId):
-        return value
-    try:
-        return QueryId(value)  # type: ignore[arg-type]  # checked by QueryId itself
-    except ContentError as exc:
-        raise ValueError(str(exc).removeprefix("query_id: ")) from None
+_I = TypeVar("_I", ProjectId, QueryId)
 
 
-def _project(value: object) -> ProjectId:
-    if isinstance(value, ProjectId):
-        return value
-    try:
-        return ProjectId(value)  # type: ignore[arg-type]  # checked by ProjectId itself
-    except ContentError as exc:
-        raise ValueError(str(exc).removeprefix("project: ")) from None
+def _identifier(kind: type[_I], name: str) -> Callable[[object], _I]:
+    """A validator of an identifier newtype, in its own words without the field's name."""
+
+    def check(value: object) -> _I:
+        if isinstance(value, kind):
+            return value
+        try:
+            return kind(value)  # type: ignore[arg-type]  # checked by the type itself
+        except ContentError as exc:
+            raise ValueError(str(exc).removeprefix(f"{name}: ")) from None
+
+    return check
 
 
 def _repo(value: object) -> RepoId:
@@ -223,7 +222,7 @@ def _integer(minimum: int, maximum: int) -> WithJsonSchema:
 # Each field type: our check (with our words), then the JSON Schema that documents it.
 Project = Annotated[
     ProjectId,
-    PlainValidator(_project),
+    PlainValidator(_identifier(ProjectId, "project")),
     _string(128, _IDENT),
     PlainSerializer(_value, return_type=str),
 ]
@@ -248,7 +247,10 @@ LinePair = Annotated[
 Author = Annotated[str, PlainValidator(_author), _string(320)]
 MemoryText = Annotated[str, PlainValidator(_memory_text), _string(MAX_TEXT_BYTES)]
 Query = Annotated[
-    QueryId, PlainValidator(_query_id), _string(256), PlainSerializer(_value, return_type=str)
+    QueryId,
+    PlainValidator(_identifier(QueryId, "query_id")),
+    _string(256),
+    PlainSerializer(_value, return_type=str),
 ]
 CodeLine = Annotated[int, PlainValidator(_line_number(1)), _integer(1, MAX_LINE)]
 QueryText = Annotated[str, PlainValidator(_text(_MAX_QUERY_TEXT)), _string(_MAX_QUERY_TEXT)]
@@ -323,7 +325,33 @@ def input_error(error: Mapping[str, Any], skip: int = 0) -> LookupInputError:
     return LookupInputError(field_name, error["msg"])
 
 
-class ByGitRequest(LookupRequest):
+def _one_range(line: int | None, lines: tuple[int, int] | None, *, required: bool) -> None:
+    """``line`` or ``lines``, never both (and one of them when ``required``)."""
+    if line is not None and lines is not None:
+        raise _ItemError("lines", "give either line or lines, not both")
+    if required and line is None and lines is None:
+        raise _ItemError("line", "required (or lines: [start, end])")
+
+
+class _Range:
+    """The lines a request names: ``line``, or ``lines: [start, end]`` (0: none given)."""
+
+    if TYPE_CHECKING:
+        line: int | None
+        lines: tuple[int, int] | None
+
+    @property
+    def line_start(self) -> int:
+        """First line (0: the whole file)."""
+        return self.lines[0] if self.lines is not None else self.line or 0
+
+    @property
+    def line_end(self) -> int:
+        """Last line (0: the whole file)."""
+        return self.lines[1] if self.lines is not None else self.line or 0
+
+
+class ByGitRequest(_Range, LookupRequest):
     """Memories at a code location: ``file`` line ``line`` or ``lines: [start, end]`` (neither,
     or ``line: 0``: the whole file), mapped through blame; with ``commit_sha``, the lines of
     that commit literally; with ``at``, blamed as of that commit instead of HEAD. ``history``
@@ -340,19 +368,8 @@ class ByGitRequest(LookupRequest):
 
     @model_validator(mode="after")
     def _one_of_line_or_lines(self) -> Self:
-        if self.line is not None and self.lines is not None:
-            raise _ItemError("lines", "give either line or lines, not both")
+        _one_range(self.line, self.lines, required=False)
         return self
-
-    @property
-    def line_start(self) -> int:
-        """First line (0: the whole file)."""
-        return self.lines[0] if self.lines is not None else self.line or 0
-
-    @property
-    def line_end(self) -> int:
-        """Last line (0: the whole file)."""
-        return self.lines[1] if self.lines is not None else self.line or 0
 
 
 class ByCommitRequest(LookupRequest):
@@ -379,7 +396,7 @@ class QueryRequest(LookupRequest):
     limit: QueryLimit = DEFAULT_QUERY_LIMIT
 
 
-class RememberRequest(LookupRequest):
+class RememberRequest(_Range, LookupRequest):
     """A memory an agent records on lines of a file as they are in the work tree now:
     ``text`` is the evidence (an L0 node), ``brief`` an optional summary over it (an L1).
     Committed lines are anchored at their origin through blame; lines not committed yet wait
@@ -395,10 +412,7 @@ class RememberRequest(LookupRequest):
 
     @model_validator(mode="after")
     def _line_or_lines(self) -> Self:
-        if self.line is not None and self.lines is not None:
-            raise _ItemError("lines", "give either line or lines, not both")
-        if self.line is None and self.lines is None:
-            raise _ItemError("line", "required (or lines: [start, end])")
+        _one_range(self.line, self.lines, required=True)
         return self
 
     @property
@@ -406,13 +420,3 @@ class RememberRequest(LookupRequest):
         """The query the memory answers to: given, else ``remembered`` (so the same text
         remembered twice is the same node)."""
         return self.query_id or QueryId("remembered")
-
-    @property
-    def line_start(self) -> int:
-        """First line, in the work tree."""
-        return self.lines[0] if self.lines is not None else self.line or 0
-
-    @property
-    def line_end(self) -> int:
-        """Last line, in the work tree."""
-        return self.lines[1] if self.lines is not None else self.line or 0
