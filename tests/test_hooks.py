@@ -29,7 +29,7 @@ from poimen_memory.cli import main
 from .gitrepo import FixtureRepo, kong_repo
 
 SESSION = Path(__file__).parent / "fixtures" / "claude_code" / "session.jsonl"
-MEM = shutil.which("mem") or str(Path(sys.executable).parent / "mem")
+MEM = str(Path(sys.executable).parent / "mem")  # the console script beside python
 MODULE = [sys.executable, "-m", "poimen_memory.cli"]
 
 
@@ -146,7 +146,10 @@ def one_line_error(done: subprocess.CompletedProcess[str], *needles: str) -> Non
         ("/usr/local/bin/mem hooks run claude-code", True),
         ("'/opt/my tools/bin/mem' hooks run claude-code --project app --dsn 'host=db'", True),
         ("/venv/bin/python -m poimen_memory.cli hooks run claude-code", True),
+        ("/usr/local/bin/mem hooks run claude-code || true", True),
         ("my-wrapper --note 'hooks run claude-code'", False),  # one word, not three
+        ("npx agent-relay hooks run claude-code --notify slack", False),  # another tool
+        ("/usr/bin/env mem hooks run claude-code", False),
         ("grep hooks run claude-code.log", False),
         ("mem hooks status claude-code", False),
         ("echo 'unbalanced", False),
@@ -381,8 +384,15 @@ def test_the_installed_hook_ingests_the_session_in_the_background(
     (command,) = our_commands(json.loads(settings_of(kong.root).read_text()), "Stop")
 
     body = payload(transcript, kong.root)
-    assert run_installed(command, body, kong.root, env) < 10  # returns before the ingest ends
-    first = wait_for_run(json.loads(body)["session_id"])
+    session = json.loads(body)["session_id"]
+    # A run of this transcript is under way (its lock is held): the hook must not wait for it.
+    running = hooks.transcript_locks(transcript)[1]
+    running.parent.mkdir(parents=True, exist_ok=True)
+    with running.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        run_installed(command, body, kong.root, env)  # returns (30 s at most) ...
+        assert not [r for r in hooks.read_log(50) if r.get("session") == session]  # ... first
+    first = wait_for_run(session)
     assert first["outcome"] == "ok", first
     assert (first["nodes"], first["new_nodes"], first["anchors"]) == (6, 6, 2)
     assert first["project"] == project

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from poimen_memory.domain import CommitSha, ProjectId
+from poimen_memory.errors import StoreUnavailable
 from poimen_memory.ingest.remember import _place
 from poimen_memory.lookup import (
     ByGitRequest,
@@ -26,7 +27,7 @@ from poimen_memory.lookup import (
     build_service,
 )
 from poimen_memory.recording import Recorder
-from poimen_memory.store import Store
+from poimen_memory.store import Store, migrate
 
 from .gitrepo import ALICE, BOB, FixtureRepo, numbered
 
@@ -325,3 +326,127 @@ def test_cli_remember_then_commit_then_resolve_pending(
     code, out, err = _mem("by-git", "app.py:8", "--json", *common, cwd=repo.root)
     assert code == 0, err
     assert [n["text"] for n in json.loads(out)["nodes"]] == ["Matches the gateway timeout."]
+
+
+# -- what must never be taken for the remembered lines ----------------------------------------
+
+
+def _insert(repo: FixtureRepo, at: int, new: list[str], path: str = "app.py") -> None:
+    lines = repo.lines(path)
+    lines[at:at] = new
+    repo.write(path, "\n".join(lines) + "\n")
+
+
+def test_one_matching_line_of_a_rewritten_block_elsewhere_is_not_the_memory(
+    service: LookupService, repo: FixtureRepo
+) -> None:
+    """Of two remembered lines, only one's text comes back, in other code: not enough to be
+    them."""
+    recorder = Recorder(service)
+    _insert(repo, 3, ["def g(x):", "    if x:", "        return None", "    return x"])
+    _remember(recorder, text="g bails out on falsy x.", file="app.py", lines=[5, 6])
+    repo.write("app.py", numbered("# app", 20))
+    _insert(repo, 3, ["def g(x):", "    return x or 0", "def h(y):", "    for i in y:"])
+    _insert(repo, 7, ["        return None"])
+    repo.commit("rewrite", "Rewrite g, add h", BOB)
+    for line in range(1, 26):
+        assert _texts(service, repo, line) == [], line
+
+
+def test_lines_committed_on_another_branch_are_not_the_memory(
+    service: LookupService, repo: FixtureRepo
+) -> None:
+    recorder = Recorder(service)
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.set_line("app.py", 1, "# feature work")
+    repo.commit("feature", "Feature", ALICE)
+    _insert(repo, 2, ["retries = 5", "backoff = exponential(base=2)"])
+    out = _remember(recorder, text="Five retries for the feature.", file="app.py", lines=[3, 4])
+    assert out["pending"]
+    repo.git("stash", "-q")
+    repo.git("checkout", "-q", "main")
+    _insert(repo, 1, ["retries = 5", "backoff = exponential(base=2)"])
+    repo.commit("main", "Same text on main", BOB)
+    assert _texts(service, repo, 2) == []
+    assert _texts(service, repo, 3) == []
+    project = ProjectId(out["project"])  # type: ignore[arg-type]
+    assert service.store.pending_files(project, service.checkouts.identities()[0]) == {"app.py"}
+
+
+def test_expired_lines_are_not_resolved_by_a_lookup(
+    service: LookupService, repo: FixtureRepo, store_dsn: str
+) -> None:
+    recorder = Recorder(service)
+    _insert(repo, 5, ["cache = LRU(4096)", "cache.warm(keys)"])
+    out = _remember(recorder, text="4096 entries hold a day of keys.", file="app.py", lines=[6, 7])
+    with psycopg.connect(store_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pending_anchor SET expires_at = now() - interval '1 second' WHERE project = %s",
+            (out["project"],),
+        )
+    repo.commit("cache", "Cache", BOB)
+    assert _texts(service, repo, 6) == []
+    assert _texts(service, repo, 7) == []
+
+
+@pytest.mark.parametrize("file", [".git/config", ".GIT/HEAD", "sub/.git/x", "secret.env"])
+def test_files_git_never_commits_are_refused(
+    service: LookupService, repo: FixtureRepo, file: str
+) -> None:
+    repo.write(".gitignore", "*.env\n")
+    repo.write("secret.env", "PASSWORD=hunter2\n")
+    with pytest.raises(LookupInputError) as caught:
+        Recorder(service).remember(RememberRequest.parse({"text": "x", "file": file, "line": 1}))
+    assert caught.value.field == "file"
+
+
+def test_a_file_under_a_linked_directory_is_not_read(
+    service: LookupService, repo: FixtureRepo, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_text("secret = 1\n")
+    (repo.root / "linkdir").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(LookupInputError) as caught:
+        Recorder(service).remember(
+            RememberRequest.parse({"text": "x", "file": "linkdir/x.py", "line": 1})
+        )
+    assert caught.value.field == "file"
+
+
+def test_a_store_without_pending_anchors_says_to_migrate(
+    repo: FixtureRepo, project: ProjectId, tmp_path: Path
+) -> None:
+    """A store at schema 5: a lookup never fails on the missing table (it answers, or says
+    the store needs migrating); remembering uncommitted lines says to migrate and writes
+    nothing."""
+    from .conftest import create_database, drop_database
+
+    name, dsn = create_database("pending_old_schema")
+    try:
+        with psycopg.connect(dsn) as conn:
+            migrate(conn)
+            conn.execute("DROP TABLE pending_anchor")
+            conn.execute("DELETE FROM poimen_schema_version WHERE version = 6")
+        with Store(dsn) as old:
+            service = build_service(
+                old, [repo.root], project, cache_path=tmp_path / "b.db", shared_blames=False
+            )
+            recorder = Recorder(service)
+            said = ""
+            try:
+                answer = service.hover(repo.root / "app.py", 3)
+            except StoreUnavailable as exc:
+                answer, said = None, str(exc)
+            assert answer is None
+            assert said == "" or "mem db migrate" in said
+            _insert(repo, 1, ["fresh = line()"])
+            with pytest.raises(StoreUnavailable, match="mem db migrate"):
+                recorder.remember(
+                    RememberRequest.parse({"text": "new", "file": "app.py", "line": 2})
+                )
+            with psycopg.connect(dsn) as conn:
+                row = conn.execute("SELECT count(*) FROM memory_node").fetchone()
+            assert row == (0,)
+    finally:
+        drop_database(name)

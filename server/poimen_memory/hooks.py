@@ -288,7 +288,9 @@ def hook_command(invocation: Sequence[str], project: str | None, dsn: str | None
 
 
 def is_hook_command(command: object) -> bool:
-    """Whether a hook command is ours: its words hold ``hooks run claude-code`` in a row."""
+    """Whether a hook command is ours: ``mem`` (any path to it) or ``python -m
+    poimen_memory.cli``, then ``hooks run claude-code``; another tool whose command merely
+    contains those words is not."""
     if not isinstance(command, str):
         return False
     try:
@@ -296,7 +298,15 @@ def is_hook_command(command: object) -> bool:
     except ValueError:
         return False
     n = len(_OURS)
-    return any(tuple(words[i : i + n]) == _OURS for i in range(len(words) - n + 1))
+    for i in range(len(words) - n + 1):
+        if tuple(words[i : i + n]) != _OURS:
+            continue
+        program = words[:i]
+        if len(program) == 1 and Path(program[0]).name == "mem":
+            return True
+        if len(program) == 3 and program[1:] == ["-m", "poimen_memory.cli"]:
+            return True
+    return False
 
 
 def _our_hook(command: str) -> dict[str, Any]:

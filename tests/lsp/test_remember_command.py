@@ -36,16 +36,20 @@ async def test_remember_on_committed_and_uncommitted_lines(world: World) -> None
 
         # New lines in the middle of the file, saved but not committed.
         lines = world.kong.lines(HANDLER)
-        lines[14:14] = ["let limit = body_limit(cfg);", "if limit == 0 { return reject(); }"]
+        lines[14:14] = [
+            "let limit = body_limit(cfg);",
+            "if limit == 0 { return reject(); }",
+            "log_limit(&cfg, limit);",
+        ]
         world.kong.write(HANDLER, "\n".join(lines) + "\n")
         done = await client.workspace_execute_command_async(
             types.ExecuteCommandParams(
                 commands.REMEMBER,
-                [{"uri": uri, "lines": [15, 16], "text": "A zero limit means uploads are off."}],
+                [{"uri": uri, "lines": [15, 17], "text": "A zero limit means uploads are off."}],
             )
         )
         assert done["anchored"] == []
-        assert [(p["line_start"], p["line_end"]) for p in done["pending"]] == [(15, 16)]
+        assert [(p["line_start"], p["line_end"]) for p in done["pending"]] == [(15, 17)]
         lines[15] = "if limit == 0 { return forbid(); }"  # edited before the commit
         world.kong.write(HANDLER, "\n".join(lines) + "\n")
         text = "\n".join(lines) + "\n"
@@ -58,9 +62,10 @@ async def test_remember_on_committed_and_uncommitted_lines(world: World) -> None
         assert await hover(client, uri, 15) is None  # not committed yet
         world.kong.commit("limit", "Body limit", BOB)
         assert "uploads are off" in hover_text(await hover(client, uri, 15))
+        assert "uploads are off" in hover_text(await hover(client, uri, 17))
         assert await hover(client, uri, 16) is None  # edited before the commit
         assert await hover(client, uri, 14) is None
-        assert await hover(client, uri, 17) is None
+        assert await hover(client, uri, 18) is None
     finally:
         await client.shutdown_session()
         await client.stop()

@@ -559,11 +559,17 @@ def commits_since(
     repo: GitRepo, base: CommitSha | None, head: CommitSha, limit: int
 ) -> set[CommitSha] | None:
     """The commits reachable from ``head`` and not from ``base`` (all of ``head``'s history
-    when ``base`` is None); None when there are more than ``limit``, or git cannot say
-    (``base`` unknown here)."""
+    when ``base`` is None); None when ``base`` is not an ancestor of ``head`` (another branch,
+    or unknown here), when there are more than ``limit``, or when git cannot say."""
     for sha in (base, head):
         if sha is not None and not isinstance(sha, CommitSha):
             raise UnsafeArgument(f"commits_since: expected commit ids, got {type(sha).__name__}")
+    if base is not None:
+        ancestor = repo.runner.run(
+            repo.root, ["merge-base", "--is-ancestor", base.value, head.value], ok_codes=(0, 1, 128)
+        )
+        if ancestor.returncode != 0:
+            return None  # another line of history: nothing on it came after ``base``
     revs = [head.value] if base is None else [head.value, f"^{base.value}"]
     done = repo.runner.run(
         repo.root, ["rev-list", f"--max-count={limit + 1}", *revs, "--"], ok_codes=(0, 128)

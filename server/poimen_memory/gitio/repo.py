@@ -234,6 +234,12 @@ class GitRepo:
             out[name] = CommitSha(found[0]) if found and found[1] == "commit" else None
         return out
 
+    def is_ignored(self, path: str) -> bool:
+        """Whether git ignores the work-tree ``path`` (a file it would never commit)."""
+        check_not_option("file", path)
+        done = self.runner.run(self.root, ["check-ignore", "-q", "--", path], ok_codes=(0, 1, 128))
+        return done.returncode == 0
+
     def last_commit(self, path: str, rev: CommitSha) -> CommitSha:
         """The last commit at or before ``rev`` that touched ``path`` (Untracked if none)."""
         check_not_option("file", path)

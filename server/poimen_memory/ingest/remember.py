@@ -6,14 +6,20 @@ origin through blame, as at ingest. Lines HEAD does not have are kept as *pendin
 the hash of each line's text, on top of the HEAD they were written on. ``resolve_file`` looks
 for them once a commit after that base holds them:
 
-- only lines blame attributes to commits after the base count (not in the base's history);
+- only lines blame attributes to commits after the base count (not in the base's history),
+  and only while the base is an ancestor of HEAD (another branch's commits never count);
 - the pending lines are matched, in order, against those lines of the file at HEAD, and a
   run of matched lines is kept only when its text occurs exactly once among them;
+- the kept runs must hold enough of the remembered lines to be them: at least half, and two
+  when two or more were remembered, counting only lines with three or more non-blank
+  characters, all within twice the remembered length;
 - the kept lines are anchored at their origin as at ingest, and the node's pending anchors
   in that file are settled, in the same transaction. Lines that were edited before the
   commit never match: the memory is not shown on what it did not describe.
 
-Pending anchors expire (``settings.pending_days``); expired ones are never used.
+Pending anchors expire (``settings.pending_days``); expired ones are never used. A line's
+hash is taken after secrets are redacted from it. Files git never commits (inside ``.git``,
+ignored) are refused.
 """
 
 from __future__ import annotations
@@ -38,7 +44,14 @@ from poimen_memory.domain import (
     RunId,
     pending_line_hash,
 )
-from poimen_memory.gitio import BlameLine, Blamer, EmptyRepository, GitError, commits_since
+from poimen_memory.gitio import (
+    BlameLine,
+    Blamer,
+    EmptyRepository,
+    GitError,
+    commits_since,
+    line_hash,
+)
 from poimen_memory.gitio.files import read_regular_file
 from poimen_memory.gitio.linemap import buffer_lines, head_lines, map_buffer_to_head
 from poimen_memory.ingest.enrich import enrich
@@ -155,12 +168,14 @@ def remember(
             file,
             head,
             run[0],
-            tuple(pending_line_hash(work[n - 1]) for n in run),
+            tuple(_line_hash(work[n - 1]) for n in run),
             at,
             expires,
         )
         for run in waiting
     ]
+    if pending:
+        store.require_pending()
     known = store.node_levels(project, {l0.sha256})
     nodes = [n for n in (l1, l0) if n is not None]
     store.expire_pending()
@@ -171,6 +186,12 @@ def remember(
     return Remembered(l0, l1, l0.sha256 not in known, anchors, pending, dict(redactor.counts))
 
 
+def _line_hash(text: str) -> int:
+    """A pending line's hash, of its text with secrets redacted (so a secret in a line the
+    agent wrote is never kept, even hashed)."""
+    return pending_line_hash(Redactor()(text))
+
+
 def _payload(project: ProjectId, repo_id: RepoId) -> str:
     return json.dumps({"project": project.value, "repo": repo_id.value})
 
@@ -178,6 +199,10 @@ def _payload(project: ProjectId, repo_id: RepoId) -> str:
 def _work_lines(blamer: Blamer, file: str) -> list[str]:
     """The lines of ``file`` in the work tree (a regular file, reached through no link)."""
     root = blamer.repo.root
+    if any(part.lower() == ".git" for part in file.split("/")):
+        raise RememberRejected("file", f"{file} is inside .git, not a file of the work tree")
+    if blamer.repo.is_ignored(file):
+        raise RememberRejected("file", f"{file} is ignored by git: its lines are never committed")
     data = read_regular_file(root, root / file, MAX_WORK_FILE)
     if data is None:
         raise RememberRejected(
@@ -229,7 +254,8 @@ def resolve_file(
     except GitError:
         return 0
     texts = head_lines(data.decode("utf-8", "surrogateescape"))
-    hashes = [pending_line_hash(t) for t in texts]
+    hashes = [_line_hash(t) for t in texts]
+    significant = [line_hash(t) is not None for t in texts]
     by_base: dict[CommitSha | None, list[PendingAnchor]] = defaultdict(list)
     for row in waiting:
         by_base[row.base].append(row)
@@ -248,7 +274,7 @@ def resolve_file(
         new = [o is not None and o.commit in after for o in _by_line(blame.lines, len(hashes))]
         for row in rows:
             node = nodes.get(row.node)
-            placed = _place(row.line_hashes, hashes, new)
+            placed = _place(row.line_hashes, hashes, new, significant)
             if node is None or not placed:
                 continue
             requests = [LinesAtHead(file, first, last) for first, last in placed]
@@ -274,12 +300,17 @@ def _by_line(lines: Sequence[BlameLine], count: int) -> list[BlameLine | None]:
 
 
 def _place(
-    wanted: Sequence[int], hashes: Sequence[int], new: Sequence[bool]
+    wanted: Sequence[int],
+    hashes: Sequence[int],
+    new: Sequence[bool],
+    significant: Sequence[bool] | None = None,
 ) -> list[tuple[int, int]]:
     """The HEAD line ranges (1-based, inclusive) holding runs of the ``wanted`` lines, in
     order, among the ``new`` lines only; a run whose text occurs more than once among them is
-    left out (never guess)."""
-    # Lines that are not new can match nothing: each gets a value of its own.
+    left out (never guess). The runs kept must hold enough of the remembered lines to be
+    them: at least half, and two when two or more were remembered, counting only
+    ``significant`` lines (a ``}`` or a blank proves nothing), all within twice the
+    remembered length; else nothing is placed."""
     seq: list[object] = [
         h if is_new else ("old", i) for i, (h, is_new) in enumerate(zip(hashes, new, strict=True))
     ]
@@ -291,6 +322,13 @@ def _place(
         run = list(wanted[i : i + size])
         if _occurrences(run, seq) == 1:
             placed.append((j + 1, j + size))
+    lines = [n for first, last in placed for n in range(first, last + 1)]
+    if not lines:
+        return []
+    count = len(wanted)
+    proven = sum(1 for n in lines if significant is None or significant[n - 1])
+    if proven < max((count + 1) // 2, min(count, 2)) or lines[-1] - lines[0] + 1 > 2 * count:
+        return []
     return placed
 
 
