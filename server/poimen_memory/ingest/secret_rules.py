@@ -29,28 +29,41 @@ class _Match(Protocol):
 
 
 class _Pattern(Protocol):
-    def finditer(self, text: bytes) -> Iterator[_Match]: ...
+    def finditer(self, text: bytes, pos: int = 0) -> Iterator[_Match]: ...
 
 
 Locate = Callable[[str, _Match], Span | None]
+Resume = Callable[[str, _Match], int | None]
 
 
 @dataclass(frozen=True, slots=True)
 class Detector:
     """One kind of secret: ``pattern`` finds candidates in the Latin-1 bytes of a text (one
     byte a character, so offsets are the text's); ``locate`` gives the secret's span in the
-    text, or None when the candidate is no secret after all."""
+    text, or None when the candidate is no secret after all. A candidate turned down may
+    have taken the start of another one (``secret: client_secret = "…"``: the second key
+    read as the first one's value); ``resume``, when set, says where to search again then
+    (None: after the candidate, as for any other)."""
 
     kind: str
     pattern: _Pattern
     locate: Locate
+    resume: Resume | None = None
 
     def spans(self, text: str, data: bytes) -> Iterator[Span]:
         """Spans of this kind of secret in ``text`` (``data``: its Latin-1 bytes)."""
-        for match in self.pattern.finditer(data):
-            span = self.locate(text, match)
-            if span is not None and span[0] < span[1]:
-                yield span
+        pos: int | None = 0
+        while pos is not None:
+            start, pos = pos, None
+            for match in self.pattern.finditer(data, start):
+                span = self.locate(text, match)
+                if span is not None and span[0] < span[1]:
+                    yield span
+                elif self.resume is not None:
+                    again = self.resume(text, match)
+                    if again is not None and again > match.span()[0]:
+                        pos = again  # strictly after the candidate's start: always moves on
+                        break
 
 
 def _re2(pattern: str, *, ignore_case: bool = False) -> _Pattern:
@@ -192,6 +205,21 @@ def _assigned(password: bool) -> Locate:
     return locate
 
 
+def _value_start(text: str, match: _Match) -> int | None:
+    """Where a turned-down assignment's value starts, when that value may be the key of the
+    next assignment (``secret: client_secret = "…"``): an unquoted value without ``:``. Such
+    a value holds no separator, so a key in it ends where the value does and the next match
+    ends past it: each character is read at most twice."""
+    first, end = match.span()
+    head_start, start = match.span(1)
+    if head_start < 0:  # an upper-case KEY=value
+        start = text.index("=", first) + 1
+    value = text[start:end]
+    if not value or value[-1] in "\"'" or ":" in value:
+        return None
+    return start
+
+
 # -- the detectors, most specific first (an overlap is reported as the earlier kind) -----------
 
 _PEM_LABEL = r"(?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -266,11 +294,13 @@ def _detectors() -> tuple[Detector, ...]:
             "assigned-password",
             _assignment(_LOGIN_NAMES, _QUOTED, _LOGIN_RUN),
             _assigned(password=True),
+            _value_start,
         ),
         Detector(
             "assigned-secret",
             _assignment(_KEY_NAMES, _KEY_QUOTED, _KEY_RUN),
             _assigned(password=False),
+            _value_start,
         ),
     )
 
