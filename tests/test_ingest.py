@@ -181,9 +181,11 @@ def test_claude_code_session_anchors_edits_and_builds_l1s(
 ) -> None:
     summary = ingest([SESSION], store, options)
     assert summary.nodes_by_level == {"L0": 3, "L1": 3, "L2": 0}
-    # Query 3's edit never reached HEAD; query 2's /etc/hosts edit is outside the repo and its
-    # retyped "// handler line 15" existed before the session: none of them is anchored.
-    assert summary.unanchored_edits == 2
+    # Query 3's edit never reached HEAD; query 2's /etc/hosts edit is outside the repo, and its
+    # "// handler line 15" -> "// handler line 15" changed nothing: none of them is anchored,
+    # and the no-op is counted as what it is.
+    assert summary.unanchored_edits == 1
+    assert summary.noop_edits == 1
     got = anchors_of(store_dsn, options.project)
     assert [(r[3], r[4], r[5], r[6]) for r in got] == [
         (kong.commits["abc123"], "src/kong/buffer.rs", 42, 42),

@@ -5,6 +5,16 @@ A record says which lines of which files, at ``vcs.revision``, came from which c
 (placed through git at ingest: ``enrich``); the conversation URL is kept in the node's text
 as its provenance, and names the query. Files may hold one record (JSON), a list of records,
 or one record a line (JSONL).
+
+Two optional objects describe who wrote the lines; they only shape the node's text, and a
+value of another type is passed over:
+
+- ``tool``: ``{"name": "claude-code", "version": "2.1.3"}`` (both optional) -> "via
+  claude-code 2.1.3";
+- ``contributor`` (per conversation): ``{"type": "ai", "model_id": "anthropic/claude-sonnet-4"}``
+  -> "ai contribution by anthropic/claude-sonnet-4". ``type`` is the specification's "human",
+  "ai", "mixed" or "unknown" (any other string is kept as written; absent reads "unknown");
+  ``model_id`` is optional.
 """
 
 from __future__ import annotations
@@ -27,10 +37,10 @@ def looks_like_agent_trace(obj: object) -> bool:
     return isinstance(obj, Mapping) and "files" in obj and "vcs" in obj
 
 
-def _records(path: Path) -> list[tuple[int, object]]:
+def _records(path: Path, incomplete: list[SourceRef]) -> list[tuple[int, object]]:
     document = read_json_document(path)
     if document is None:  # not one JSON document: one record a line
-        return list(iter_json_lines(path))
+        return list(iter_json_lines(path, incomplete))
     if isinstance(document.value, list):
         return [(1, item) for item in document.value]
     return [(1, document.value)]
@@ -39,7 +49,7 @@ def _records(path: Path) -> list[tuple[int, object]]:
 def parse_agent_trace(path: Path, project: ProjectId, redact: Callable[[str], str] = str) -> Parsed:
     """Parse Agent Trace records into anchored L0 drafts (``redact`` applied to their text)."""
     parsed = Parsed()
-    for index, (number, record) in enumerate(_records(path)):
+    for index, (number, record) in enumerate(_records(path, parsed.incomplete)):
         source = SourceRef(str(path), number)
         if isinstance(record, BadRecord):
             parsed.bad.append(record)

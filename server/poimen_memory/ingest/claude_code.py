@@ -9,7 +9,9 @@ bad record, and so are the records of its query, which never join another query)
 * its records (prompt, assistant text, tool calls, tool results) become L0 chunks under the
   token budget, each anchored to the lines its Edit/Write/MultiEdit calls produced: the new
   text located once in the file at HEAD, kept where blame says it was committed no earlier
-  than the edit;
+  than the edit. An edit that changed nothing produced no lines and is only counted
+  (``Parsed.noop_edits``): one whose old and new text are the same, one the tool refused
+  (its result is an error), and one whose result shows an empty patch;
 * the agent's final reply to it becomes an L1 node, with edges from the query's L0 chunks.
 """
 
@@ -167,16 +169,37 @@ def _tool_use_record_text(name: str, tool_input: Mapping[str, Any], shown_path: 
     return f"[{name}] {json.dumps(tool_input, ensure_ascii=False, sort_keys=True)}"
 
 
-def _edits_of(name: str, tool_input: Mapping[str, Any], file: str, at: datetime) -> list[_Edit]:
+def _edits_of(
+    name: str, tool_input: Mapping[str, Any], file: str, at: datetime
+) -> tuple[list[_Edit], int]:
+    """The texts an edit call wrote, and how many of its edits changed nothing (old text the
+    same as the new)."""
     if name == "Edit":
-        texts = [tool_input.get("new_string")]
+        pairs = [(tool_input.get("old_string"), tool_input.get("new_string"))]
     elif name == "MultiEdit":
-        texts = [
-            e.get("new_string") for e in tool_input.get("edits") or [] if isinstance(e, Mapping)
+        pairs = [
+            (e.get("old_string"), e.get("new_string"))
+            for e in tool_input.get("edits") or []
+            if isinstance(e, Mapping)
         ]
     else:
-        texts = [tool_input.get("content")]
-    return [_Edit(file, t, at) for t in texts if isinstance(t, str) and t.strip()]
+        pairs = [(None, tool_input.get("content"))]
+    noop = sum(1 for old, new in pairs if isinstance(new, str) and old == new)
+    edits = [
+        _Edit(file, new, at)
+        for old, new in pairs
+        if isinstance(new, str) and new.strip() and old != new
+    ]
+    return edits, noop
+
+
+def _changed_nothing(block: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    """Whether a tool result says its call changed no file: the tool refused it (an error:
+    "No changes to make", "String to replace not found", ...), or its patch is empty."""
+    if block.get("is_error") is True:
+        return True
+    result = entry.get("toolUseResult")
+    return isinstance(result, Mapping) and result.get("structuredPatch") == []
 
 
 def parse_claude_code(
@@ -192,9 +215,10 @@ def parse_claude_code(
     queries: list[_Query] = []
     current: _Query | None = None  # None: before the first prompt, or after a bad one
     prompts: dict[str, SourceRef] = {}  # uuid -> the prompt that has it
+    edit_calls: dict[str, tuple[_Query, int]] = {}  # tool_use id -> its query and record
     run_id: RunId | None = None
     source_id = str(path)
-    for number, entry in iter_json_lines(path):
+    for number, entry in iter_json_lines(path, parsed.incomplete):
         source = SourceRef(str(path), number)
         if isinstance(entry, BadRecord):
             parsed.bad.append(entry)
@@ -243,10 +267,15 @@ def parse_claude_code(
                         text = _excerpt(text)  # an edit is kept whole: it is the evidence
                     query.records.append(Record(Role.ASSISTANT, text, at, prov))
                     if rel is not None:
-                        query.edits.setdefault(len(query.records) - 1, []).extend(
-                            _edits_of(name, tool_input, rel, at)
-                        )
+                        edits, noop = _edits_of(name, tool_input, rel, at)
+                        parsed.noop_edits += noop
+                        query.edits.setdefault(len(query.records) - 1, []).extend(edits)
+                        if isinstance(block.get("id"), str):
+                            edit_calls[block["id"]] = (query, len(query.records) - 1)
                 elif kind == "tool_result":
+                    call = edit_calls.pop(str(block.get("tool_use_id")), None)
+                    if call is not None and _changed_nothing(block, entry):
+                        parsed.noop_edits += len(call[0].edits.pop(call[1], []))
                     text = _excerpt(redact(_tool_result_text(block)))
                     if text.strip():
                         query.records.append(Record(Role.TOOL_RESULT, text, at, prov))

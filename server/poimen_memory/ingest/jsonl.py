@@ -110,9 +110,15 @@ def _next_line(handle: IO[bytes]) -> tuple[bytes, bool]:
     return b"".join(pieces), False
 
 
-def iter_json_lines(path: Path) -> Iterable[tuple[int, object | BadRecord]]:
+def iter_json_lines(
+    path: Path, incomplete: list[SourceRef] | None = None
+) -> Iterable[tuple[int, object | BadRecord]]:
     """(line number, parsed JSON or a BadRecord) for each non-blank line of ``path``. A UTF-8
-    byte order mark is skipped; a line over MAX_LINE_BYTES is reported, never read whole."""
+    byte order mark is skipped; a line over MAX_LINE_BYTES is reported, never read whole.
+
+    A last line with no newline that is not JSON is a record still being written (a session
+    appending to its transcript while it is read): it is skipped, not reported bad, and its
+    place is added to ``incomplete``. Any other line that is not JSON is a BadRecord."""
     with path.open("rb") as handle:
         number = 0
         while True:
@@ -128,7 +134,12 @@ def iter_json_lines(path: Path) -> Iterable[tuple[int, object | BadRecord]]:
                 raw = raw.removeprefix(codecs.BOM_UTF8)
             if not raw or raw.isspace():
                 continue
-            yield number, _json(raw, source)
+            found = _json(raw, source)
+            if isinstance(found, BadRecord) and not raw.endswith(b"\n"):
+                if incomplete is not None:
+                    incomplete.append(source)
+                return
+            yield number, found
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +174,7 @@ def parse_jsonl(
     run_id = default_run_id(path)
     created_default = now or datetime.now(UTC)
     seen_ids: dict[str, SourceRef] = {}
-    for number, obj in iter_json_lines(path):
+    for number, obj in iter_json_lines(path, parsed.incomplete):
         source = SourceRef(str(path), number)
         if isinstance(obj, BadRecord):
             parsed.bad.append(obj)

@@ -120,3 +120,5 @@ class Parsed:
     drafts: list[Draft] = field(default_factory=list)
     edges: list[tuple[str, str, SourceRef]] = field(default_factory=list)  # child, parent refs
     bad: list[BadRecord] = field(default_factory=list)
+    incomplete: list[SourceRef] = field(default_factory=list)  # a torn last line, skipped
+    noop_edits: int = 0  # edits that changed nothing: not anchored, and not looked for

@@ -55,6 +55,10 @@ __all__ = [
 _SHA = re.compile(r"[0-9a-f]{64}")
 # Lines looked at to tell a file's format; bad ones among them are reported when it is parsed.
 _DETECT_LINES = 64
+# Claude Code entries a transcript may open with, before its first message.
+_CLAUDE_CODE_PREAMBLE = frozenset(
+    {"summary", "file-history-snapshot", "queue-operation", "attachment"}
+)
 # Anchors written by one ingest above which the store's statistics are refreshed.
 ANALYZE_AFTER = 1000
 
@@ -107,10 +111,12 @@ class IngestSummary:
     edges: int = 0
     anchors: int = 0
     unanchored_edits: int = 0
+    noop_edits: int = 0
     written: InsertCounts = field(default_factory=InsertCounts)
     skipped: list[BadRecord] = field(default_factory=list)
     batches: int = 0
     redacted: dict[str, int] = field(default_factory=dict)
+    incomplete_last_lines: list[SourceRef] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The summary as printed by ``mem ingest --json``."""
@@ -121,6 +127,7 @@ class IngestSummary:
             "edges": self.edges,
             "anchors": self.anchors,
             "unanchored_edits": self.unanchored_edits,
+            "noop_edits": self.noop_edits,
             "written": {
                 "nodes": self.written.nodes,
                 "edges": self.written.edges,
@@ -130,6 +137,7 @@ class IngestSummary:
             "skipped": [str(b) for b in self.skipped],
             "batches": self.batches,
             "redacted": self.redacted,
+            "incomplete_last_lines": [str(s) for s in self.incomplete_last_lines],
         }
 
 
@@ -162,8 +170,8 @@ def detect_format(path: Path) -> Format:
             return Format.CLAUDE_CODE
         if isinstance(obj, dict) and obj.get("type") in ("node", "edge"):
             return Format.JSONL
-        if isinstance(obj, dict) and obj.get("type") == "summary":
-            continue  # Claude Code transcripts may open with summaries
+        if isinstance(obj, dict) and obj.get("type") in _CLAUDE_CODE_PREAMBLE:
+            continue  # Claude Code transcripts may open with summaries and bookkeeping
         break
     document = read_json_document(path)
     whole = None if document is None else document.value
@@ -234,6 +242,8 @@ def ingest(
         except OSError as exc:
             raise IngestError(f"PATH: cannot read {path}: {exc.strerror}") from None
         bad.extend(parsed.bad)
+        summary.incomplete_last_lines.extend(parsed.incomplete)
+        summary.noop_edits += parsed.noop_edits
         sized = _within_limits(parsed.drafts, bad)
         enriched = enrich(repo, blamer, sized, options.project, repo_id, on_progress)
         bad.extend(enriched.bad)
@@ -246,6 +256,9 @@ def ingest(
     plan = _Plan(commits=commits)
     for file in per_file:
         _plan_file(plan, file, levels, bad)
+    # Found while parsing, placing and planning: listed as they stand in the input.
+    order = {str(path): index for index, path in enumerate(files)}
+    bad.sort(key=lambda b: (order.get(b.source.path, len(order)), b.source.line))
     if bad and not options.skip_bad:
         raise IngestRejected(bad)
     summary.skipped = bad

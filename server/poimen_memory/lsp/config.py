@@ -1,9 +1,12 @@
 """The server's settings: initializationOptions and the "poimenMemory" configuration section.
 
-One typed model, camelCase on the wire (``poimenMemory.hover.excerptLength``). A setting
-that is given overrides the one in force, so a client may send only what changed. An invalid
-value is reported (by name, with the value) and replaced by its default; unknown keys are
-reported and ignored. Every key has its own heading in the README.
+One typed model, camelCase on the wire (``poimenMemory.hover.excerptLength``). Keys may be
+nested (``{"poimenMemory": {"hover": {"excerptLength": 400}}}``), flat as VS Code writes them
+(``{"poimenMemory.hover.excerptLength": 400}``) or both at once; an object that names no
+``poimenMemory`` key is the section itself. A setting that is given overrides the one in
+force, so a client may send only what changed. An invalid value is reported (by name, with
+the value) and replaced by its default; unknown keys are reported and ignored. Every key has
+its own heading in the README.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ __all__ = [
     "Config",
     "HoverConfig",
     "Setting",
+    "names_section",
     "parse_config",
 ]
 
@@ -142,6 +146,36 @@ def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _in_section(key: object) -> bool:
+    return isinstance(key, str) and (key == SECTION or key.startswith(f"{SECTION}."))
+
+
+def names_section(raw: object) -> bool:
+    """Whether a settings object holds the section: a ``poimenMemory`` key, or flat
+    ``poimenMemory.*`` keys."""
+    return isinstance(raw, Mapping) and any(_in_section(key) for key in raw)
+
+
+def _section(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The section's keys, dotted and relative to it (``hover.enabled``), from the nested
+    form, the flat form or both; with neither, the whole object is the section."""
+    if not names_section(raw):
+        return _flatten(raw), []
+    given: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in raw.items():
+        if key == SECTION:
+            if value is None:
+                continue
+            if isinstance(value, Mapping):
+                given.update(_flatten(value))
+            else:
+                problems.append(f"{SECTION}: expected an object, got {value!r}")
+        elif _in_section(key):
+            given.update(_flatten({key.removeprefix(f"{SECTION}."): value}))
+    return given, problems
+
+
 def _put(tree: dict[str, Any], path: str, value: object) -> None:
     *parents, leaf = path.split(".")
     for name in parents:
@@ -174,23 +208,22 @@ def parse_config(raw: object, base: Config | None = None) -> tuple[Config, list[
         return config, []
     if not isinstance(raw, Mapping):
         return config, [f"{SECTION}: expected an object, got {raw!r}"]
-    if isinstance(raw.get(SECTION), Mapping):
-        raw = raw[SECTION]
-        assert isinstance(raw, Mapping)
-    given = _flatten(raw)
+    given, problems = _section(raw)
     tree = config.model_dump(by_alias=True)
     for path, value in given.items():
         if path in SETTINGS:
             _put(tree, path, value)
     bad = _invalid_keys(tree)
-    problems: list[str] = []
     for path, value in given.items():
-        if path not in SETTINGS:
+        if path in SETTINGS:
+            if path in bad:
+                default = SETTINGS[path].default
+                problems.append(
+                    f"{SECTION}.{path}: invalid value {value!r}; using the default {default!r}"
+                )
+                _put(tree, path, default)
+        elif any(key.startswith(f"{path}.") for key in SETTINGS):
+            problems.append(f"{SECTION}.{path}: expected an object, got {value!r}")
+        else:
             problems.append(f"{SECTION}.{path}: unknown setting (ignored)")
-        elif path in bad:
-            default = SETTINGS[path].default
-            problems.append(
-                f"{SECTION}.{path}: invalid value {value!r}; using the default {default!r}"
-            )
-            _put(tree, path, default)
     return Config.model_validate(tree), problems
