@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -118,7 +119,12 @@ class Scene:
 
     def mem(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["mem", *args], env=self.env, capture_output=True, text=True, timeout=120, check=False
+            [sys.executable, "-m", "poimen_memory.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
 
     def ingest(

@@ -34,7 +34,11 @@ def test_version_console_script() -> None:
     store_dsn = admin_dsn()
     env = {**os.environ, "POIMEN_DSN": store_dsn}
     done = subprocess.run(
-        ["mem", "--version"], capture_output=True, text=True, check=False, env=env
+        [Path(sys.executable).parent / "mem", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -205,7 +209,11 @@ def _leaf_commands() -> list[list[str]]:
 @pytest.mark.parametrize("argv", _leaf_commands(), ids=lambda a: " ".join(a) or "mem")
 def test_every_help_shows_an_example(argv: list[str]) -> None:
     done = subprocess.run(
-        ["mem", *argv, "--help"], capture_output=True, text=True, check=False, timeout=30
+        [sys.executable, "-m", "poimen_memory.cli", *argv, "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
     )
     assert done.returncode == 0, done.stderr
     examples = done.stdout.split("examples:\n", 1)

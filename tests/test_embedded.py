@@ -77,12 +77,17 @@ def test_embedded_store_end_to_end(tmp_path: Path) -> None:
 def test_mem_cli_uses_embedded_default(tmp_path: Path) -> None:
     env = _env(tmp_path)
     migrate = subprocess.run(
-        ["mem", "db", "migrate"], env=env, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "poimen_memory.cli", "db", "migrate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert migrate.returncode == 0, migrate.stderr
     assert "applied 0001_initial" in migrate.stdout
     status = subprocess.run(
-        ["mem", "db", "status", "--json"],
+        [sys.executable, "-m", "poimen_memory.cli", "db", "status", "--json"],
         env=env,
         capture_output=True,
         text=True,
@@ -99,7 +104,7 @@ def test_mem_cli_uses_embedded_default(tmp_path: Path) -> None:
 def test_mem_demo_on_the_embedded_default(tmp_path: Path) -> None:
     # The README's first set-up command: the main job on the embedded store.
     done = subprocess.run(
-        ["mem", "demo", "--dir", str(tmp_path / "demo")],
+        [sys.executable, "-m", "poimen_memory.cli", "demo", "--dir", str(tmp_path / "demo")],
         env={**_env(tmp_path), "POIMEN_CACHE_DIR": str(tmp_path / "cache")},
         capture_output=True,
         text=True,

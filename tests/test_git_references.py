@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,12 @@ class World:
 
     def mem(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["mem", *args], env=self.env, capture_output=True, text=True, timeout=60, check=False
+            [sys.executable, "-m", "poimen_memory.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
 
@@ -112,14 +118,14 @@ def world(tmp_path_factory: pytest.TempPathFactory, store_dsn: str) -> Iterator[
     )  # fmt: skip
     for src, repo in ((inputs, kong), (fork_input, fork)):
         done = subprocess.run(
-            ["mem", "ingest", str(src), "--repo", str(repo.root), "--project", PROJECT],
+            [sys.executable, "-m", "poimen_memory.cli", "ingest", str(src), "--repo", str(repo.root), "--project", PROJECT],
             env=env, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     port = _free_port()
     log = (base / "http.log").open("wb")
     server = subprocess.Popen(
-        ["mem", "http", "--port", str(port), "--repo", str(kong.root), "--repo", str(fork.root),
+        [sys.executable, "-m", "poimen_memory.cli", "http", "--port", str(port), "--repo", str(kong.root), "--repo", str(fork.root),
          "--project", PROJECT],
         env=env, stdout=subprocess.DEVNULL, stderr=log,
     )  # fmt: skip
@@ -314,6 +320,8 @@ def test_false_pass_git_context_is_extracted_from_the_repository(world: World) -
     e1 = node(world.by_git(file="src/kong/buffer.rs", line=42), "Raised BODY_BUFFER")
     sha = world.kong.commits["abc123"]
     subject, email, date = world.kong.git("log", "-1", "--format=%s%n%aE%n%aI", sha).splitlines()
+    # The same instant, in UTC written with Z (as the seed's examples write it).
+    date = datetime.fromisoformat(date).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert e1["git_commit"] == {
         "sha": sha, "message": subject, "author": email, "author_name": ALICE[0], "date": date,
     }  # fmt: skip

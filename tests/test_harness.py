@@ -71,10 +71,10 @@ def test_missing_editors_skip_with_a_reason_unless_required(tmp_path: Path, requ
     # A PATH with git and this Python but no nvim, emacs, node or npm.
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    for tool in ("git", "mem"):
-        found = shutil.which(tool)
-        assert found is not None, tool
-        (bindir / tool).symlink_to(found)
+    git = shutil.which("git")
+    assert git is not None
+    (bindir / "git").symlink_to(git)
+    (bindir / "mem").symlink_to(Path(sys.executable).parent / "mem")  # the environment's own
     (bindir / "python3").symlink_to(sys.executable)
     env = _env(PATH=str(bindir), POIMEN_NVIM_NEW=str(tmp_path / "no-nvim"))
     if required:

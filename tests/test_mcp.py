@@ -205,7 +205,9 @@ async def test_each_tool_answers_with_the_memories_and_their_citations(world: Wo
 
         # A line without memories: none, said plainly.
         none = await call(client, "why", {"file": "src/kong/buffer.rs", "line": 41})
-        assert none.structured_content == {"repo": REPO, "nodes": []}
+        assert none.structured_content == {
+            "repo": REPO, "nodes": [], "mapped": True, "truncated": False,
+        }  # fmt: skip
         assert text_of(none) == f"no memories recorded for src/kong/buffer.rs:41 in {REPO}\n"
 
         by_git = await call(client, "by_git", {"file": "src/kong/handler.rs", "line": 10})
@@ -237,7 +239,7 @@ async def test_bad_arguments_are_tool_errors_naming_the_field(world: World) -> N
             ("why", {"line": 3}, "file: required"),
             ("why", {"file": buffer, "lines": [5, 3]}, "lines: end 3 is before start 5"),
             ("why", {"file": buffer, "line": 42, "repo": "github.com/org/other"},
-             "repo: no local checkout of 'github.com/org/other' is known here"),
+             "repo: 'github.com/org/other' is not known here: no work tree of it"),
             ("why", {"file": buffer, "line": 9999}, "line: 9999 is beyond the end of"),
             ("why", {"file": buffer, "line": 42, "commit_sha": "abcd1234"},
              "commit_sha: not an argument of why"),

@@ -358,7 +358,7 @@ async def test_extension_logic_drives_the_real_server(build: Build, world: World
         probe = await client.workspace_execute_command_async(
             types.ExecuteCommandParams(commands.QUERY, [data["probe"]])
         )
-        assert probe == {"repo": None, "nodes": []}
+        assert probe == {"repo": [], "nodes": [], "truncated": False}
 
         for name, prompt in data["prompts"].items():
             assert prompt["valid"], name

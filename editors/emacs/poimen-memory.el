@@ -324,7 +324,11 @@ Return the result."
   "Insert RESULT (the response model) under HEADING.
 Citations are buttons visiting the cited files below ROOT."
   (let* ((nodes (append (plist-get result :nodes) nil))
-         (repo (poimen-memory--present (plist-get result :repo)))
+         ;; The repository, or the repositories (a list) when the memories come from several.
+         (repo (let ((given (poimen-memory--present (plist-get result :repo))))
+                 (if (or (vectorp given) (listp given))
+                     (and (> (length given) 0) (mapconcat #'identity given ", "))
+                   given)))
          (groups (copy-sequence poimen-memory--groups)))
     (insert (propertize heading 'face 'poimen-memory-heading) "\n\n")
     (insert (format "%d memor%s" (length nodes)

@@ -3,23 +3,40 @@
 It builds a git repository (two files, commits by two authors), ingests memories about it
 through the real ingest path (git context read back from the repository), then asks the
 lookup service what hovering ``src/kong/buffer.rs:42`` shows.
+
+The repository is built the same way every time (fixed authors, dates and messages, and no
+git configuration of the user's), so its commits have the same ids on every run and every
+machine. It is built in a new or empty directory only. A directory that holds a previous
+demo, recognised by its marker file and checked to be exactly that demo, is used as it is;
+anything else is refused. Nothing is ever deleted.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from poimen_memory.domain import ProjectId
-from poimen_memory.gitio import GitRunner
+from poimen_memory.gitio import GitError, GitRunner
+from poimen_memory.gitio.runner import pinned_environment
 from poimen_memory.ingest import IngestOptions, ingest
 from poimen_memory.lookup import build_service
 from poimen_memory.render import render_hover
 from poimen_memory.store import Store, connect, migrate
 
-__all__ = ["DemoResult", "build_demo_repo", "run_demo"]
+__all__ = [
+    "DEMO_HEAD",
+    "MARKER",
+    "MARKER_TEXT",
+    "DemoRefused",
+    "DemoResult",
+    "build_demo_repo",
+    "demo_state",
+    "run_demo",
+]
 
 PROJECT = ProjectId("demo")
 ALICE = ("Alice Smith", "alice@example.org")
@@ -34,6 +51,23 @@ MEMORIES = [
 ]  # fmt: skip
 
 
+# Written inside the repository's git directory (so the work tree stays clean): the demo's
+# own repository, and no other, has it.
+MARKER = Path(".git") / "poimen-demo"
+MARKER_TEXT = "a sample repository made by `mem demo`; it may be rebuilt by it\n"
+# HEAD of the repository build_demo_repo makes, wherever and whenever it runs.
+DEMO_HEAD = "7cf8db624d94ece8a68586ffc5dde94e430a0ccb"
+_COMMITS = (
+    ("Initial kong module", BOB, 1786000000),
+    ("Increase buffer", ALICE, 1786003600),
+    ("Handle large bodies", BOB, 1786007200),
+)
+
+
+class DemoRefused(Exception):
+    """The directory given for the demo may not be used; the message says why."""
+
+
 @dataclass(frozen=True, slots=True)
 class DemoResult:
     """Where the demo put things and what the hover shows."""
@@ -44,19 +78,88 @@ class DemoResult:
     nodes_written: int
 
 
+@dataclass
+class _DemoGit(GitRunner):
+    """git without any configuration of the user's or the system's (no hooks, template,
+    signing, default branch or identity from there) and without the GIT_* variables of the
+    caller; commits by ``who`` at ``stamp`` (seconds, UTC), as author and committer."""
+
+    who: tuple[str, str] = ("poimen-memory", "demo@example.org")
+    stamp: int = 0
+
+    def _env(self) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        name, email = self.who
+        date = f"@{self.stamp} +0000"
+        return {
+            **base,
+            **pinned_environment(base),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": date,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+            "GIT_COMMITTER_DATE": date,
+        }
+
+
 def _numbered(prefix: str, n: int) -> str:
     return "".join(f"// {prefix} line {i}\n" for i in range(1, n + 1))
 
 
+def demo_state(root: Path) -> bool:
+    """Whether ``root`` must be built (True: it is new or empty) or holds the demo already
+    (False). DemoRefused for anything else: a file, a directory with other things in it, a
+    demo that was changed since it was built."""
+    if not root.exists():
+        return True
+    if not root.is_dir():
+        raise DemoRefused(f"{root} exists and is not a directory")
+    if not any(root.iterdir()):
+        return True
+    marker = root / MARKER
+    if marker.is_symlink() or not marker.is_file() or marker.read_text("utf-8") != MARKER_TEXT:
+        raise DemoRefused(f"{root} is not empty and holds no demo; choose a new or empty directory")
+    changed = _changed(root)
+    if changed:
+        raise DemoRefused(
+            f"{root} holds a demo repository that was changed since it was built ({changed}); "
+            "remove it yourself, or choose another directory"
+        )
+    return False
+
+
+def _changed(root: Path) -> str | None:
+    """How the repository at ``root`` differs from the demo's, or None if it does not."""
+    git = _DemoGit()
+    try:
+        top = git.run(root, ["rev-parse", "--show-toplevel"]).stdout.decode().strip()
+        if Path(top).resolve() != root.resolve():
+            return f"its work tree is {top}"
+        head = git.run(root, ["rev-parse", "--verify", "-q", "HEAD"], ok_codes=(0, 1))
+        if head.stdout.decode().strip() != DEMO_HEAD:
+            return "other commits"
+        status = git.run(root, ["status", "--porcelain", "--ignored", "--untracked-files=all"])
+    except GitError as exc:
+        return f"git: {exc}"
+    if status.stdout.strip():
+        return "files added or edited"
+    return None
+
+
 def build_demo_repo(root: Path) -> Path:
-    """A fresh repository at ``root``: an initial commit, alice's "Increase buffer" changing
+    """The demo repository at ``root`` (DemoRefused unless ``root`` is new, empty or that
+    repository already): an initial commit, alice's "Increase buffer" changing
     src/kong/buffer.rs:42 and bob's "Handle large bodies" changing src/kong/handler.rs:10."""
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    runner = GitRunner()
-    runner.run(root, ["init", "-q"])
-    runner.run(root, ["remote", "add", "origin", "https://example.org/demo/kong.git"])
+    if not demo_state(root):
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    git = _DemoGit()
+    git.run(root, ["-c", "init.defaultBranch=main", "init", "-q"])
+    (root / MARKER).write_text(MARKER_TEXT, "utf-8")
+    git.run(root, ["remote", "add", "origin", "https://example.org/demo/kong.git"])
     (root / "src" / "kong").mkdir(parents=True)
     buffer = _numbered("buffer", 60).splitlines()
     handler = _numbered("handler", 20).splitlines()
@@ -64,34 +167,30 @@ def build_demo_repo(root: Path) -> Path:
     (root / "src/kong/handler.rs").write_text("\n".join(handler) + "\n")
 
     def commit(message: str, author: tuple[str, str], stamp: int) -> None:
-        runner.run(root, ["add", "-A"])
-        runner.run(
-            root,
-            [
-                "-c", f"user.name={author[0]}", "-c", f"user.email={author[1]}",
-                "commit", "-q", "--no-gpg-sign", "-m", message,
-                f"--date=@{stamp} +0000",
-            ],
-        )  # fmt: skip
+        git.who, git.stamp = author, stamp
+        git.run(root, ["add", "-A"])
+        git.run(root, ["commit", "-q", "--no-gpg-sign", "--no-verify", "-m", message])
 
-    commit("Initial kong module", BOB, 1786000000)
+    (first, second, third) = _COMMITS
+    commit(*first)
     buffer[41] = "const BODY_BUFFER: usize = 16 * MB;"
     (root / "src/kong/buffer.rs").write_text("\n".join(buffer) + "\n")
-    commit("Increase buffer", ALICE, 1786003600)
+    commit(*second)
     handler[9] = "if body.len() > BODY_BUFFER { return stream(body); }"
     (root / "src/kong/handler.rs").write_text("\n".join(handler) + "\n")
-    commit("Handle large bodies", BOB, 1786007200)
+    commit(*third)
     return root
 
 
 def run_demo(dsn: str, root: Path, cache_path: Path | None = None) -> DemoResult:
-    """Build the repository, ingest the memories, and render the hover on buffer.rs:42."""
+    """Build the repository (or find it built), ingest the memories, and render the hover on
+    buffer.rs:42."""
     repo = build_demo_repo(root)
     with connect(dsn) as conn:
         migrate(conn)
-    memories = root.parent / f"{root.name}-memories.jsonl"
-    memories.write_text("".join(json.dumps(m) + "\n" for m in MEMORIES))
-    with Store(dsn, max_size=2) as store:
+    with Store(dsn, max_size=2) as store, tempfile.TemporaryDirectory() as scratch:
+        memories = Path(scratch) / "memories.jsonl"
+        memories.write_text("".join(json.dumps(m) + "\n" for m in MEMORIES))
         summary = ingest(
             [memories],
             store,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "StoreUnavailable"]
+__all__ = ["ConfigError", "SchemaMissing", "StoreUnavailable"]
 
 
 class ConfigError(ValueError):
@@ -11,3 +11,13 @@ class ConfigError(ValueError):
 
 class StoreUnavailable(RuntimeError):
     """The configured Postgres does not answer; the message says where and what to check."""
+
+
+class SchemaMissing(StoreUnavailable):
+    """The store answers, but without the schema this poimen-memory uses: none, an older one
+    (run ``mem db migrate``) or a newer one (upgrade poimen-memory). ``detail`` is the message
+    without the store's address, for answers to clients that need not learn it."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        super().__init__(f"the memory store at {where} {detail}")
+        self.detail = detail

@@ -6,7 +6,7 @@ request and response models of ``poimen_memory.lookup`` (OpenAPI is generated fr
     POST /memory/nodes/by-author   ByAuthorRequest
     GET  /memory/query?query=...&project=...&git_repo=...&limit=...
     GET  /openapi.json             this API, described
-    GET  /health                   {"status": "ok"}
+    GET  /health                   {"status": "ok", "store": "ok"}
 
 Bad input: 422 ``{"error": "field: ...", "field": "..."}``. Before a request reaches a route,
 ``Guard`` checks it, in this order: the ``Host`` header is one the server answers to (400,
@@ -15,6 +15,11 @@ origin is allowed), the bearer token on every route but ``/health`` (401), a POS
 ``application/json`` (422 naming ``body``), and the body arrives whole, within the size cap
 (413) and the time limit (408). A token limited to projects answers 403 naming ``project``
 for any other.
+
+A store that does not answer, or answers without the schema this version uses, is 503 (the
+server keeps running and answers again once the store does). ``/health`` answers 200 while
+the server runs, and says in ``store`` whether the store is usable: ``ok``, ``unreachable``
+or ``schema missing`` (missing, older or newer: see the 503's message).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import asyncio
 import hmac
 import ipaddress
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import psycopg
 from fastapi import FastAPI, Query, Request
@@ -39,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from poimen_memory import __version__
 from poimen_memory.domain import ContentError
+from poimen_memory.errors import SchemaMissing
 from poimen_memory.lookup import LookupResponse, LookupResult, LookupService
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
 from poimen_memory.lookup.requests import (
@@ -82,10 +88,14 @@ class ErrorOut(BaseModel):
     field: str | None = None
 
 
-class HealthOut(BaseModel):
-    """The server is up."""
+StoreState = Literal["ok", "unreachable", "schema missing"]
 
-    status: str
+
+class HealthOut(BaseModel):
+    """The server is up (``status``), and whether its memory store is usable (``store``)."""
+
+    status: Literal["ok"]
+    store: StoreState
 
 
 class _Refused(Exception):
@@ -117,7 +127,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     401: _doc("missing or wrong bearer token"),
     404: _doc("the repository or file is not known here"),
     422: _doc("bad input; `field` names it (`body`: not application/json, or not JSON)"),
-    503: _doc("memory store unreachable"),
+    503: _doc("memory store unreachable, or without the schema this version uses"),
 }
 
 _R = TypeVar("_R", bound=LookupRequest)
@@ -294,7 +304,13 @@ def create_app(
 
     @app.get("/health", response_model=HealthOut, responses=_GUARDED)
     async def health() -> HealthOut:
-        return HealthOut(status="ok")
+        problem = await run_in_threadpool(service.store.probe)
+        state: StoreState = "ok"
+        if isinstance(problem, SchemaMissing):
+            state = "schema missing"
+        elif problem is not None:
+            state = "unreachable"
+        return HealthOut(status="ok", store=state)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> Response:
@@ -312,6 +328,9 @@ def create_app(
     @app.exception_handler(LookupInputError)
     @app.exception_handler(NotInRepository)  # a LookupFailed too, but the caller's mistake
     async def bad_input(_: Request, exc: LookupInputError) -> Response:
+        if exc.field == "project" and str(exc) == "project: required":
+            how = "name it, or start mem http with --project or POIMEN_PROJECT"
+            return _error(422, f"{exc}: {how}", "project")
         return _error(422, str(exc), exc.field)
 
     @app.exception_handler(ContentError)
@@ -325,6 +344,8 @@ def create_app(
     @app.exception_handler(StoreUnavailable)
     @app.exception_handler(psycopg.OperationalError)
     async def unavailable(_: Request, exc: Exception) -> Response:
+        if isinstance(exc, SchemaMissing):  # said without the store's address
+            return _error(503, f"memory store {exc.detail}")
         return _error(503, "memory store unreachable")
 
     @app.exception_handler(_Refused)

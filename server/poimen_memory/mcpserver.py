@@ -114,18 +114,23 @@ _BY_GIT = f"""\
 Memories at a code location, with every option of the lookup: a line, a range or (neither) \
 the whole file; `commit_sha` looks the lines up literally as they were in that commit, \
 without blame; `at` blames as of that commit instead of HEAD; `history` adds memories of \
-earlier versions of one line. Prefer `why` for a line as it is now. {_FILE} {_ANSWER} \
-{_CITE}"""
+earlier versions of one line. Prefer `why` for a line as it is now. `mapped: false` in the \
+answer: no work tree of the repository is known to blame in, so the lines are matched as \
+the memories stored them, in any commit. {_FILE} {_ANSWER} {_CITE}"""
+
+_PAGED = """\
+An answer with `truncated: true` is one page of `limit` anchors, not the whole: call again \
+with the same arguments and its `cursor` for the next page."""
 
 _BY_COMMIT = f"""\
 Every memory whose evidence is anchored in one commit (a full id or a unique prefix of at \
 least 4 hex digits): what was learned while making that change. Use it to review or explain \
-a commit. {_ANSWER} {_CITE}"""
+a commit. {_PAGED} {_ANSWER} {_CITE}"""
 
 _BY_AUTHOR = f"""\
 Evidence anchored in the commits of one author (email or name, any case; the repository's \
 .mailmap applies), newest first, up to `limit`. Use it to see what was learned in a person's \
-changes. {_ANSWER} {_CITE}"""
+changes. {_PAGED} {_ANSWER} {_CITE}"""
 
 _QUERY = f"""\
 Full-text search over all memories of the project (web-search syntax: words, "a phrase", \

@@ -53,13 +53,18 @@ def _memory(m: Memory, indent: str = "") -> list[str]:
 def render_text(result: LookupResult) -> str:
     """Readable text: each memory, then where it is cited, ready to paste."""
     if not result.memories:
-        return "no memories found"
+        return "no memories found\n"
     out: list[str] = []
     for m in result.memories:
         out.extend(_memory(m))
         for p in m.parents:
             out.append(f"   ↳ {p.node.level.value} · {p.node.brief}")
         out.append("")
+    if result.mapped is False:
+        out.append("(not mapped through blame: the lines as the memories stored them)")
+    if result.truncated:
+        more = f"; next page: --cursor {result.cursor}" if result.cursor else ""
+        out.append(f"(truncated: more than shown{more})")
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -38,7 +38,7 @@ class Faults:
         self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["mem", *args],
+            [sys.executable, "-m", "poimen_memory.cli", *args],
             env={**self.env, **(env or {})},
             capture_output=True,
             text=True,

@@ -206,7 +206,16 @@ class Flows:
         peak = self.root.parent / f"peak-{uuid.uuid4().hex[:8]}"
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-c", _MEASURE, str(peak), "mem", *args],
+            [
+                sys.executable,
+                "-c",
+                _MEASURE,
+                str(peak),
+                sys.executable,
+                "-m",
+                "poimen_memory.cli",
+                *args,
+            ],
             cwd=self.root,
             env={**self.faults.env, "POIMEN_CACHE_DIR": str(self.root.parent / "cli-cache")},
             capture_output=True,

@@ -12,10 +12,10 @@ from .conftest import PROJECT, Faults, hover_text
 
 
 def _path_without_git(tmp_path: Path) -> str:
-    """A PATH with python and mem but no git."""
+    """A PATH with python but no git (mem runs as this interpreter's module)."""
     bin_dir = tmp_path / "nogit-bin"
     bin_dir.mkdir()
-    for tool in ("mem", "python3", "python"):
+    for tool in ("python3", "python"):
         found = shutil.which(tool)
         if found:
             (bin_dir / tool).symlink_to(found)

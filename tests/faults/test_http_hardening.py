@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ def serving(faults: Faults, *args: str, host: str = "127.0.0.1") -> Iterator[str
     log = faults.root / f"http-{port}.log"
     with log.open("wb") as err:
         server = subprocess.Popen(
-            ["mem", "http", "--host", host, "--port", str(port), "--repo", str(faults.kong.root),
+            [sys.executable, "-m", "poimen_memory.cli", "http", "--host", host, "--port", str(port), "--repo", str(faults.kong.root),
              "--project", PROJECT, *args],
             env=faults.env, stdout=subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
@@ -338,7 +339,7 @@ def test_lsp_refuses_to_listen_beyond_loopback(faults: Faults, host: str) -> Non
 def test_lsp_listens_on_loopback(faults: Faults) -> None:
     port = _free_port()
     server = subprocess.Popen(
-        ["mem", "lsp", "--tcp", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "poimen_memory.cli", "lsp", "--tcp", f"127.0.0.1:{port}"],
         env=faults.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

@@ -259,7 +259,16 @@ def peak_rss_kib(faults: Faults, src: Path, *extra: str) -> tuple[int, str, int]
         "sys.stderr.write(done.stderr)\n"
         "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     )
-    argv = ["mem", "ingest", str(src), "--repo", str(faults.kong.root), "--project"]
+    argv = [
+        sys.executable,
+        "-m",
+        "poimen_memory.cli",
+        "ingest",
+        str(src),
+        "--repo",
+        str(faults.kong.root),
+        "--project",
+    ]
     done = subprocess.run(
         [sys.executable, "-c", probe, *argv, new_project(), *extra],
         env=faults.env,

@@ -125,22 +125,26 @@ def test_http_never_shows_the_dsn_password(faults: Faults) -> None:
     secret = str(params.get("password") or SECRET)
     params.update(host="127.0.0.1", port=str(proxy.port), password=secret)
     dsn = conninfo.make_conninfo(**params)
-    down = faults.mem("http", "--dsn", dsn, "--port", str(_free_port()))  # proxy not started
-    assert down.returncode == 1, down.stderr
-    assert secret not in down.stderr
-    proxy.start()
     port = _free_port()
     log = faults.root / "http-secret.log"
     with log.open("wb") as err:
         server = subprocess.Popen(
-            ["mem", "http", "--port", str(port), "--repo", str(faults.kong.root),
+            [sys.executable, "-m", "poimen_memory.cli", "http", "--port", str(port), "--repo", str(faults.kong.root),
              "--project", PROJECT, "--dsn", dsn],
             env=faults.env, stdout=subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until_healthy(url, server, log)
-        ok = httpx.get(f"{url}/memory/query", params={"query": "buffer"}, timeout=20)
+        wait_until_healthy(url, server, log)  # the proxy is not started: it serves all the same
+        early = httpx.get(f"{url}/memory/query", params={"query": "buffer"}, timeout=20)
+        assert early.status_code == 503, early.text
+        assert secret not in early.text
+        proxy.start()
+        deadline = time.monotonic() + 10
+        while (
+            ok := httpx.get(f"{url}/memory/query", params={"query": "buffer"}, timeout=20)
+        ).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert ok.status_code == 200, ok.text
         proxy.stop()
         answers = [

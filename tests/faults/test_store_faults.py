@@ -6,6 +6,7 @@ import json
 import select
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from typing import Any
@@ -84,7 +85,9 @@ def test_ingest_killed_mid_run_leaves_no_partial_batch(faults: Faults) -> None:
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     project = f"kill-{uuid.uuid4().hex[:6]}"
     argv = [
-        "mem",
+        sys.executable,
+        "-m",
+        "poimen_memory.cli",
         "ingest",
         str(src),
         "--repo",

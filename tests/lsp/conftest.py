@@ -51,7 +51,7 @@ class World:
         src = self.root / name
         src.write_text("".join(json.dumps(r) + "\n" for r in rows))
         done = subprocess.run(
-            ["mem", "ingest", str(src), "--repo", str(self.kong.root), "--project", PROJECT],
+            [sys.executable, "-m", "poimen_memory.cli", "ingest", str(src), "--repo", str(self.kong.root), "--project", PROJECT],
             env={**self.env, "POIMEN_DSN": self.dsn}, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr

@@ -351,7 +351,14 @@ export function parseResult(value: unknown): LookupResult {
       git_commit: commitOf(obj.git_commit, `${where}.git_commit`),
     };
   });
-  return { repo: typeof raw.repo === "string" ? raw.repo : null, nodes };
+  // One repository, or (an answer spanning several) a list of them.
+  const repo =
+    typeof raw.repo === "string"
+      ? raw.repo
+      : Array.isArray(raw.repo) && raw.repo.length > 0 && raw.repo.every((r) => typeof r === "string")
+        ? raw.repo.join(", ")
+        : null;
+  return { repo, nodes };
 }
 
 /** `src/kong/buffer.rs:42 (commit aa907e8) "Increase buffer" — Alice Smith <alice@org.test>, 2026-08-06` */

@@ -1,29 +1,46 @@
 """The ``mem`` command. A thin adapter: parse arguments, build a request, call one service,
 print the result.
 
-Exit status: 0 success, 1 the store or repository is unavailable, 2 bad input.
+Exit status: 0 success, 1 the store or repository is unavailable, 2 bad input; 128 + the
+signal's number when stopped by SIGINT, SIGTERM or SIGHUP (each a clean shutdown, so the
+embedded Postgres is released), 141 when the reader of its output went away.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
 import psycopg
 
 from poimen_memory.cli.commands import version
-from poimen_memory.cli.errors import UsageError
+from poimen_memory.cli.errors import Terminated, UsageError
 from poimen_memory.cli.parser import build_parser
 from poimen_memory.domain import ContentError
 from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.ingest import IngestError
 from poimen_memory.lookup import LookupFailed, LookupInputError
 from poimen_memory.store import MigrationError
+from poimen_memory.store.connection import release_embedded
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_UNAVAILABLE", "build_parser", "main"]
 
 EXIT_UNAVAILABLE = 1
 EXIT_BAD_INPUT = 2
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+# After SIGTERM or SIGHUP, a shutdown that has not finished by then (a language server whose
+# client keeps its stdin open, a request that hangs) is cut short, the embedded Postgres
+# released first.
+GRACE_S = 5.0
+# Commands that leave at once: the language server has nothing to finish (each lookup or
+# remembered line is one transaction, which Postgres rolls back when cut), and the thread
+# reading its stdin cannot be interrupted, so a shutdown would wait for its client.
+_AT_ONCE = frozenset({"lsp"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,23 +48,86 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        if args.version:
-            return version(args)
-        func: Callable[..., int] | None = getattr(args, "func", None)
-        if func is None:
-            sub = {"db": "db "}.get(getattr(args, "command", "") or "", "")
-            raise UsageError(f"missing command; see `mem {sub}--help`")
-        return func(args)
+        with _terminated_like_interrupted(at_once=getattr(args, "command", None) in _AT_ONCE):
+            if args.version:
+                return _flushed(version(args))
+            func: Callable[..., int] | None = getattr(args, "func", None)
+            if func is None:
+                sub = {"db": "db "}.get(getattr(args, "command", "") or "", "")
+                raise UsageError(f"missing command; see `mem {sub}--help`")
+            return _flushed(func(args))
     except (UsageError, LookupInputError, ContentError, ConfigError, IngestError) as exc:
-        return _fail(str(exc), EXIT_BAD_INPUT)
+        return _fail(_explained(exc), EXIT_BAD_INPUT)
     except psycopg.errors.InsufficientPrivilege as exc:
         return _fail(" ".join(str(exc).split()), EXIT_UNAVAILABLE)
     except psycopg.errors.UndefinedObject as exc:
         return _fail(" ".join(str(exc).split()), EXIT_BAD_INPUT)
     except (StoreUnavailable, MigrationError, LookupFailed) as exc:
         return _fail(str(exc), EXIT_UNAVAILABLE)
+    except BrokenPipeError:
+        # The reader left (`mem query ... | head -1`): nothing more can be said to it, and
+        # the interpreter's last flush must not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except Terminated as exc:
+        return 128 + exc.signum
     except KeyboardInterrupt:
-        return 130
+        return 128 + signal.SIGINT
+
+
+def _flushed(status: int) -> int:
+    """``status``, once what was printed has left (a reader gone is seen here, not at exit).
+    A command that closed stdout itself (the language server, on ``exit``) has nothing left."""
+    if not sys.stdout.closed:
+        sys.stdout.flush()
+    return status
+
+
+def _explained(exc: Exception) -> str:
+    """The one-line message of bad input; a missing project names the ways to give one."""
+    if isinstance(exc, LookupInputError) and exc.field == "project" and "required" in str(exc):
+        return "--project: required (or set POIMEN_PROJECT, or project in the config)"
+    return str(exc)
+
+
+@contextmanager
+def _terminated_like_interrupted(*, at_once: bool) -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) while the block runs; the
+    first also arms a deadline for the shutdown it starts, a second one ends it at once.
+    ``at_once``: the first one ends it at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are for the main thread (``main`` called from a test's worker)
+        return
+    received: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if at_once or len(received) > 1:
+            _leave_now(signum)
+        threading.Thread(target=_leave_later, args=(signum,), daemon=True).start()
+        raise Terminated(signum)
+
+    caught = (signal.SIGTERM, signal.SIGHUP)
+    previous = {signum: signal.signal(signum, handler) for signum in caught}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _leave_later(signum: int) -> None:
+    threading.Event().wait(GRACE_S)
+    _leave_now(signum)
+
+
+def _leave_now(signum: int) -> None:
+    """Release the embedded Postgres, then exit without waiting for anything else."""
+    try:
+        release_embedded()
+    finally:
+        os._exit(128 + signum)
 
 
 def _fail(message: str, status: int) -> int:

@@ -6,14 +6,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import errno
 import json
+import signal
+import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from poimen_memory import __version__
-from poimen_memory.cli.errors import UsageError
+from poimen_memory.cli.errors import Terminated, UsageError
 from poimen_memory.domain import CommitSha, ProjectId
 from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.gitio import Blame, BlameLine, GitError, GitRunner
@@ -32,6 +37,7 @@ from poimen_memory.lookup import (
     QueryRequest,
     RememberRequest,
     build_service,
+    is_path,
     new_checkouts,
     project_for,
 )
@@ -48,10 +54,11 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings({"dsn": args.dsn, "project": args.project})
 
 
-def _target(settings: Settings) -> tuple[str, str]:
-    """(DSN, where it came from): the configured store, else the embedded one."""
+def _target(settings: Settings, *, migrate_embedded: bool = True) -> tuple[str, str]:
+    """(DSN, where it came from): the configured store, else the embedded one (its schema
+    migrated on first use, unless ``migrate_embedded`` is false: the ``db`` commands)."""
     if settings.dsn is None:
-        return embedded_dsn(settings.data_dir), "embedded"
+        return embedded_dsn(settings.data_dir, migrate_schema=migrate_embedded), "embedded"
     return settings.dsn, settings.origin("dsn") or "settings"
 
 
@@ -65,7 +72,7 @@ def _where(dsn: str, source: str) -> str:
 
 def db_migrate(args: argparse.Namespace) -> int:
     """Apply pending schema migrations."""
-    dsn, _ = _target(_settings(args))
+    dsn, _ = _target(_settings(args), migrate_embedded=False)
     with connect(dsn) as conn:
         applied = [f"{m.version:04d}_{m.name}" for m in migrate(conn)]
     if args.json:
@@ -79,7 +86,7 @@ def db_grant_readonly(args: argparse.Namespace) -> int:
     """Print (or apply) the GRANTs for a read-only role."""
     from poimen_memory.store.access import grant_readonly, readonly_grants
 
-    dsn, _ = _target(_settings(args))
+    dsn, _ = _target(_settings(args), migrate_embedded=False)
     with connect(dsn) as conn:
         grants = grant_readonly if args.apply else readonly_grants
         statements = grants(conn, args.role)
@@ -92,7 +99,7 @@ def db_grant_readonly(args: argparse.Namespace) -> int:
 
 def db_status(args: argparse.Namespace) -> int:
     """Schema version and row counts."""
-    dsn, source = _target(_settings(args))
+    dsn, source = _target(_settings(args), migrate_embedded=False)
     with Store(dsn, max_size=1) as store:
         status = store.status()
     if args.json:
@@ -150,6 +157,12 @@ def ingest(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
     for record in summary.skipped:
         print(f"mem: skipped {record}", file=sys.stderr)
+    for line in summary.incomplete_last_lines:
+        print(
+            f"mem: note: {line}: incomplete last line skipped (no newline at the end: "
+            "still being written?)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
     else:
@@ -167,9 +180,11 @@ def _print_summary(summary: IngestSummary, project: ProjectId) -> None:
     print(f"  anchors  {summary.anchors}  ({w.anchors} new, {w.commits} new commits)")
     if summary.unanchored_edits:
         print(
-            f"  edits that could not be located at HEAD (left unanchored): "
+            "  edits and trace ranges not placed with certainty (left unanchored): "
             f"{summary.unanchored_edits}"
         )
+    if summary.noop_edits:
+        print(f"  edits that changed nothing (no lines to anchor): {summary.noop_edits}")
     print(f"  skipped  {len(summary.skipped)}")
     if summary.redacted:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(summary.redacted.items()))
@@ -224,12 +239,20 @@ def _lookup(args: argparse.Namespace, model: type[LookupRequest], body_of: _Body
     default = _default_project(settings)
     dsn, _ = _target(settings)
     repo = getattr(args, "repo", None)
+    repo_id = getattr(args, "repo_id", None)
+    if repo_id is not None and is_path(repo_id):  # a work tree's path: its identity
+        repo, repo_id = repo or repo_id, None
+        args.repo, args.repo_id = repo, None
+    git_repo = getattr(args, "git_repo", None)
+    dirs = [d for d in (repo, git_repo if git_repo and is_path(git_repo) else None) if d]
     with Store(dsn, max_size=1) as store:
-        service, _ = serving(
-            store, settings, [repo] if repo else [], getattr(args, "repo_id", None)
-        )
+        service, _ = serving(store, settings, dirs, repo_id)
         request = model.parse(body_of(args, service), default)
-        result = _ANSWER[model](service, request)
+        if getattr(args, "all", False):
+            assert isinstance(request, ByCommitRequest | ByAuthorRequest)
+            result = service.every_page(request)
+        else:
+            result = _ANSWER[model](service, request)
         service.checkouts.flush()
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
@@ -284,14 +307,23 @@ def by_git(args: argparse.Namespace) -> int:
     return _lookup(args, ByGitRequest, _location)
 
 
+def _page(args: argparse.Namespace) -> dict[str, Any]:
+    """--limit and --cursor of a paged lookup (--all follows the cursors from there)."""
+    return {k: v for k, v in (("limit", args.limit), ("cursor", args.cursor)) if v is not None}
+
+
 def by_commit(args: argparse.Namespace) -> int:
     """Memories whose evidence is anchored in a commit."""
-    return _lookup(args, ByCommitRequest, lambda a, s: {"commit_sha": a.sha, **_scope(a, s)})
+    return _lookup(
+        args, ByCommitRequest, lambda a, s: {"commit_sha": a.sha, **_scope(a, s), **_page(a)}
+    )
 
 
 def by_author(args: argparse.Namespace) -> int:
     """Evidence from an author's commits."""
-    return _lookup(args, ByAuthorRequest, lambda a, s: {"author": a.author, **_scope(a, s)})
+    return _lookup(
+        args, ByAuthorRequest, lambda a, s: {"author": a.author, **_scope(a, s), **_page(a)}
+    )
 
 
 def query(args: argparse.Namespace) -> int:
@@ -518,8 +550,10 @@ def http(args: argparse.Namespace) -> int:
         raise UsageError(f"{where}: limits a token, but no --token or POIMEN_HTTP_TOKEN is set")
     if not 0 < args.port < 65536:
         raise UsageError(f"--port: expected 1 to 65535, got {args.port}")
-    dsn, _ = _target(settings)
-    with Store(dsn) as store:
+    dsn, source = _target(settings)
+    # A store that is down (or not migrated) at start is no reason not to serve: requests
+    # answer 503 until it is back, and /health says which.
+    with Store(dsn, lazy=True) as store:
         service, _ = serving(store, settings, args.repo or [], args.repo_id)
         app = create_app(
             service,
@@ -528,18 +562,73 @@ def http(args: argparse.Namespace) -> int:
             hosts=served_hosts(args.host, args.port),
             allow_origins=settings.http_allow_origins,
         )
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        listening = _listen(args.host, args.port)
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"mem http: serving http://{host}:{args.port}", file=sys.stderr)
+        print(f"mem http: memory store {_where(dsn, source)}", file=sys.stderr)
+        problem = store.probe()
+        if problem is not None:
+            reason = str(problem).rstrip(".")
+            print(f"mem http: {reason}; answering 503 until it is fixed", file=sys.stderr)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        with _hang_up_stops(server):  # uvicorn itself stops gracefully on SIGINT and SIGTERM
+            server.run(sockets=[listening])
     return 0
+
+
+@contextlib.contextmanager
+def _hang_up_stops(server: Any) -> Iterator[None]:
+    """SIGHUP stops ``server`` as SIGTERM does (a second one at once), then raises
+    Terminated for it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def hang_up(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        server.should_exit = True
+        server.force_exit = len(received) > 1
+
+    previous = signal.signal(signal.SIGHUP, hang_up)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    if received:
+        raise Terminated(signal.SIGHUP)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``; UsageError naming ``--port`` (in use) or
+    ``--host`` (not an address of this machine) if it cannot be."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        option = "--port" if exc.errno == errno.EADDRINUSE else "--host"
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(f"{option}: cannot listen on {host}:{port}: {reason}") from None
+    return sock
 
 
 def demo(args: argparse.Namespace) -> int:
     """Build a sample repository with memories and show a hover."""
-    from poimen_memory.demo import run_demo
+    from poimen_memory.demo import DEMO_HEAD, DemoRefused, demo_state, run_demo
 
     settings = _settings(args)
-    dsn, source = _target(settings)
-    root = Path(args.dir) if args.dir else settings.data_dir / "demo" / "kong"
-    result = run_demo(dsn, root.absolute())
+    # The default place is named after the demo's commit: a demo built by another version
+    # (or none) is left where it is, never refused or replaced.
+    default = settings.data_dir / "demo" / f"kong-{DEMO_HEAD[:7]}"
+    root = (Path(args.dir) if args.dir else default).absolute()
+    try:
+        demo_state(root)  # before anything starts: a directory that is refused
+        dsn, source = _target(settings)
+        result = run_demo(dsn, root)
+    except DemoRefused as refused:
+        raise UsageError(f"--dir: {refused}") from None
     cite = "src/kong/buffer.rs:42"
     print(f"Sample repository: {result.repo}")
     print(f"Memories stored:   project demo, {_where(dsn, source)}")
@@ -584,7 +673,7 @@ def version(args: argparse.Namespace) -> int:
     except GitError as exc:
         git = f"git: {exc}"
     try:
-        dsn, source = _target(_settings(args))
+        dsn, source = _target(_settings(args), migrate_embedded=False)
         postgres = f"{server_version(dsn)} ({describe_target(dsn)}, from {source})"
     except (StoreUnavailable, ConfigError) as exc:
         postgres = f"Postgres: {exc}"

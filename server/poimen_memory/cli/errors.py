@@ -1,9 +1,21 @@
-"""The CLI's own error: bad usage, printed as one line with exit status 2."""
+"""The CLI's own errors: bad usage, printed as one line with exit status 2; and a request to
+stop (SIGTERM, SIGHUP), raised the way SIGINT raises KeyboardInterrupt."""
 
 from __future__ import annotations
 
-__all__ = ["UsageError"]
+import signal
+
+__all__ = ["Terminated", "UsageError"]
 
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit status 2."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where SIGINT raises KeyboardInterrupt, so every command
+    shuts down the way it does on Ctrl-C (exit status 128 + the signal's number)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum

@@ -58,9 +58,21 @@ def _command(
 
 
 _Option = tuple[str, dict[str, Any]]
-_REPO_ID = ("--repo-id", {"help": "repository identity to scope the lookup to"})
+_REPO_ID = (
+    "--repo-id",
+    {"help": "repository identity (or a work tree's path) to scope the lookup to"},
+)
 
 # The lookups: name, help, handler, examples, (argument, metavar, help), options.
+# The options of the paged lookups (by-commit, by-author).
+_PAGES: list[_Option] = [
+    ("--limit", {"type": int, "metavar": "N",
+                 "help": "anchors per page (1-10000, default 500); a response that stops "
+                         "there says truncated and gives a cursor"}),
+    ("--cursor", {"metavar": "CURSOR", "help": "the page after the one that gave CURSOR"}),
+    ("--all", {"action": "store_true", "help": "follow the cursor until every page is read"}),
+]  # fmt: skip
+
 _LOOKUPS: list[
     tuple[str, str, Callable[..., int], list[str], tuple[str, str, str], list[_Option]]
 ] = [
@@ -80,17 +92,19 @@ _LOOKUPS: list[
     ),
     (
         "by-commit", "memories anchored in a commit", cmd.by_commit,
-        ["mem by-commit 1a2b3c4d --repo ~/app", "mem by-commit 1a2b3c4d --json"],
+        ["mem by-commit 1a2b3c4d --repo ~/app", "mem by-commit 1a2b3c4d --json",
+         "mem by-commit 1a2b3c4d --all --json"],
         ("sha", "SHA", "a full commit id or a unique prefix"),
         [("--repo", {"help": "a work tree of the repository (its identity scopes the lookup)"}),
-         _REPO_ID],
+         _REPO_ID, *_PAGES],
     ),
     (
         "by-author", "evidence from an author's commits", cmd.by_author,
-        ["mem by-author ada@example.com --repo ~/app", "mem by-author 'Ada Lovelace' --json"],
+        ["mem by-author ada@example.com --repo ~/app", "mem by-author 'Ada Lovelace' --json",
+         "mem by-author ada@example.com --limit 100 --json"],
         ("author", "EMAIL", "author email or name (.mailmap applied)"),
         [("--repo", {"help": "a work tree of the repository (for .mailmap and scope)"}),
-         _REPO_ID],
+         _REPO_ID, *_PAGES],
     ),
     (
         "query", "full-text search over memories", cmd.query,
@@ -191,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "demo", "build a sample repository with memories; show a hover", cmd.demo,
         ["mem demo", "mem demo --dir /tmp/poimen-demo"],
     )  # fmt: skip
-    p.add_argument("--dir", help="where to build it (default: <user data dir>/demo/kong)")
+    p.add_argument("--dir", help="where to build it (default: <user data dir>/demo/kong-<commit>)")
     p = _command(
         commands, "lsp", "run the language server (stdio by default)", cmd.lsp,
         ["mem lsp", "mem lsp --tcp 127.0.0.1:2087"], dsn=False,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 # Postgres `integer` bounds every turn index and line number we store; `bigint` the rest.
@@ -102,5 +102,13 @@ def parse_timestamp(name: str, value: object) -> datetime:
 
 
 def format_timestamp(ts: datetime) -> str:
-    """The JSON form of a timestamp that ``parse_timestamp`` accepted."""
-    return ts.isoformat()
+    """The JSON form of a timestamp that ``parse_timestamp`` accepted, with its own offset;
+    UTC is written ``Z`` (``2026-08-20T07:00:00Z``)."""
+    text = ts.isoformat()
+    return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+
+
+def format_utc(ts: datetime) -> str:
+    """A timestamp as every response writes it: the same instant in UTC, with ``Z``
+    (``2026-08-20T07:00:00Z``), whatever offset it was given or read with."""
+    return format_timestamp(ts.astimezone(UTC))

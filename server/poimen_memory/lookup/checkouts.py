@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +21,7 @@ from poimen_memory.gitio import (
 )
 from poimen_memory.gitio.shared import SharedBlames
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
+from poimen_memory.lookup.requests import WorkTreePath
 from poimen_memory.lookup.shared_blames import SharedBlameGate, StoreSharedBlames
 from poimen_memory.store import Store
 
@@ -103,8 +107,37 @@ class Checkouts:
         except GitError as exc:
             raise LookupFailed(str(exc)) from None
 
-    def blamer(self, repo: RepoId | None) -> tuple[RepoId, Blamer]:
-        """The checkout of ``repo`` (or the only one known, when ``repo`` is None)."""
+    def work_tree(self, path: WorkTreePath, field_name: str = "repo") -> RepoId:
+        """The identity of the known work tree ``path`` is in (its root or any directory
+        below); LookupInputError naming ``field_name`` and the known work trees otherwise."""
+        given = Path(path.value).expanduser()
+        candidates = {given.absolute()}
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            candidates.add(given.resolve())
+        with self._lock:
+            for root, (identity, _) in self._by_root.items():
+                if any(c == root or c.is_relative_to(root) for c in candidates):
+                    return identity
+            roots = sorted(str(r) for r in self._by_root)
+        known = ", ".join(roots) or "none"
+        raise LookupInputError(
+            field_name, f"{path.value!r} is not in a work tree known here (known: {known})"
+        )
+
+    def identity(self, repo: RepoId | WorkTreePath, field_name: str = "repo") -> RepoId:
+        """``repo`` as a repository identity: a path is resolved to its work tree's."""
+        return self.work_tree(repo, field_name) if isinstance(repo, WorkTreePath) else repo
+
+    def has(self, repo: RepoId) -> bool:
+        """Whether a work tree of ``repo`` is known here."""
+        with self._lock:
+            return repo in self._by_id
+
+    def blamer(self, repo: RepoId | WorkTreePath | None) -> tuple[RepoId, Blamer]:
+        """The checkout of ``repo`` (an identity or a path in a known work tree; the only one
+        known, when ``repo`` is None)."""
+        if isinstance(repo, WorkTreePath):
+            repo = self.work_tree(repo)
         with self._lock:
             if repo is not None:
                 found = self._by_id.get(repo)
@@ -131,11 +164,22 @@ class Checkouts:
             return sorted(self._by_id)
 
 
+# What a project id may not hold, and may not start with (domain.ids.IDENT_PATTERN).
+_NOT_IN_PROJECT = re.compile(r"[^A-Za-z0-9._:@/+=-]+")
+_NOT_FIRST_IN_PROJECT = re.compile(r"^[^A-Za-z0-9]+")
+
+
 def project_for(repo: RepoId) -> ProjectId:
     """The project a repository's memories go to when none is configured: its last path
-    segment (``github.com/org/poimen`` -> ``poimen``)."""
+    segment (``github.com/org/poimen`` -> ``poimen``), made a valid project id the same way
+    every time: each run of characters a project id cannot hold becomes ``-``, and what
+    cannot start one is dropped (``org/.github`` -> ``github``, ``_infra`` -> ``infra``,
+    ``a~b`` -> ``a-b``). A name with nothing valid in it gets ``repo-`` and 12 hex digits of
+    the identity's sha256. Never a shared placeholder."""
     name = repo.value.rstrip("/").rsplit("/", 1)[-1]
+    cleaned = _NOT_FIRST_IN_PROJECT.sub("", _NOT_IN_PROJECT.sub("-", name))[:128].rstrip("-")
     try:
-        return ProjectId(name)
+        return ProjectId(cleaned)
     except ContentError:
-        return ProjectId("default")
+        digest = hashlib.sha256(repo.value.encode("utf-8", "surrogateescape")).hexdigest()
+        return ProjectId(f"repo-{digest[:12]}")

@@ -7,8 +7,12 @@ value``. Each field's rule and its schema sit side by side in one annotated type
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -47,9 +51,12 @@ __all__ = [
     "ByCommitRequest",
     "ByGitRequest",
     "LookupRequest",
+    "PageCursor",
     "QueryRequest",
     "RememberRequest",
+    "WorkTreePath",
     "input_error",
+    "is_path",
 ]
 
 MAX_LINE = INT4_MAX  # line numbers are stored as Postgres integers
@@ -108,14 +115,83 @@ def _identifier(kind: type[_I], name: str) -> Callable[[object], _I]:
     return check
 
 
-def _repo(value: object) -> RepoId:
-    if isinstance(value, RepoId):
+@dataclass(frozen=True, slots=True)
+class WorkTreePath:
+    """A ``repo`` given as a path (absolute, or starting with ``./``, ``../`` or ``~``): the
+    service answers for the known work tree it is in, under that tree's identity."""
+
+    value: str
+
+
+def is_path(text: str) -> bool:
+    """Whether a ``repo`` value names a directory rather than a repository identity."""
+    return text in (".", "..") or text.startswith(("/", "./", "../", "~"))
+
+
+def _repo(value: object) -> RepoId | WorkTreePath:
+    if isinstance(value, RepoId | WorkTreePath):
         return value
     text = _text(512)(value)
+    if is_path(text.strip()):
+        return WorkTreePath(text.strip())
     try:
         return normalize_remote(text)
     except GitError as exc:
         raise ValueError(str(exc).removeprefix("repo: ")) from None
+
+
+CursorKind = Literal["by-commit", "by-author"]
+_CURSOR_PREFIX = "c1."
+
+
+@dataclass(frozen=True, slots=True)
+class PageCursor:
+    """Where the next page of a paged lookup starts: the lookup it belongs to (``kind`` and a
+    ``lookup`` fingerprint of its request), and the key of the last anchor answered."""
+
+    kind: CursorKind
+    lookup: str
+    after: tuple[str | int, ...]
+
+    def token(self) -> str:
+        """The opaque string a response carries and a request gives back."""
+        raw = json.dumps([self.kind, self.lookup, list(self.after)], separators=(",", ":"))
+        return _CURSOR_PREFIX + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, value: object) -> PageCursor:
+        """A cursor from its token; ValueError (in the field's words) if it is not one."""
+        bad = ValueError(f"not a cursor a response of this server gave, got {show(value)}")
+        if not isinstance(value, str) or not value.startswith(_CURSOR_PREFIX):
+            raise bad
+        body = value.removeprefix(_CURSOR_PREFIX)
+        try:
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            kind, lookup, after = json.loads(raw)
+        except (binascii.Error, ValueError, TypeError):
+            raise bad from None
+        fields_ok = (
+            kind in ("by-commit", "by-author")
+            and isinstance(lookup, str)
+            and isinstance(after, list)
+            and len(after) in (6, 7)
+            and all(isinstance(v, str | int) and not isinstance(v, bool) for v in after)
+        )
+        if not fields_ok:
+            raise bad
+        return cls(kind, lookup, tuple(after))
+
+
+def _cursor(value: object) -> PageCursor:
+    if isinstance(value, PageCursor):
+        return value
+    if isinstance(value, str) and len(value) > 2048:
+        raise ValueError("longer than 2048 characters")
+    return PageCursor.parse(value)
+
+
+def _cursor_token(value: PageCursor) -> str:
+    return value.token()
 
 
 def _file(value: object) -> str:
@@ -200,7 +276,7 @@ def _at(name: str, index: int, check: Callable[[object], int], value: object) ->
         raise _ItemError(f"{name}[{index}]", str(exc)) from None
 
 
-def _value(v: ProjectId | RepoId | QueryId) -> str:
+def _value(v: ProjectId | RepoId | QueryId | WorkTreePath) -> str:
     return v.value
 
 
@@ -227,7 +303,16 @@ Project = Annotated[
     PlainSerializer(_value, return_type=str),
 ]
 Repo = Annotated[
-    RepoId, PlainValidator(_repo), _string(512), PlainSerializer(_value, return_type=str)
+    RepoId | WorkTreePath,
+    PlainValidator(_repo),
+    _string(512),
+    PlainSerializer(_value, return_type=str),
+]
+Cursor = Annotated[
+    PageCursor,
+    PlainValidator(_cursor),
+    _string(2048),
+    PlainSerializer(_cursor_token, return_type=str),
 ]
 RepoPath = Annotated[str, PlainValidator(_file), _string(4096)]
 CommitPrefix = Annotated[str, PlainValidator(_commit_prefix), _string(64, _COMMIT_PREFIX)]
@@ -274,7 +359,9 @@ HistoryDepth = Annotated[
 
 class LookupRequest(BaseModel):
     """A request of any surface. ``project`` may be left out: the service then uses its
-    default project, and answers ``project: required`` when it has none."""
+    default project, and answers ``project: required`` when it has none. ``repo`` (where a
+    request has one) is a repository identity (``github.com/org/x``, or any remote URL) or the
+    path of a work tree (absolute, or starting with ``./``, ``../`` or ``~``)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
 
@@ -353,10 +440,11 @@ class _Range:
 
 class ByGitRequest(_Range, LookupRequest):
     """Memories at a code location: ``file`` line ``line`` or ``lines: [start, end]`` (neither,
-    or ``line: 0``: the whole file), mapped through blame; with ``commit_sha``, the lines of
-    that commit literally; with ``at``, blamed as of that commit instead of HEAD. ``history``
-    (one line only) adds the memories of the versions the line replaced, that many back
-    (``true``: 3)."""
+    or ``line: 0``: the whole file), mapped through blame in a work tree of ``repo``; with
+    ``commit_sha``, the lines of that commit literally; with no work tree of the repository
+    here, the lines as stored, in any commit, newest first (``mapped: false``). With ``at``,
+    blamed as of that commit instead of HEAD. ``history`` (one line only) adds the memories
+    of the versions the line replaced, that many back (``true``: 3)."""
 
     file: RepoPath
     line: Line | None = None
@@ -373,19 +461,25 @@ class ByGitRequest(_Range, LookupRequest):
 
 
 class ByCommitRequest(LookupRequest):
-    """Every memory whose evidence is anchored in a commit (full id or unique prefix)."""
+    """Every memory whose evidence is anchored in a commit (full id or unique prefix), a page
+    of ``limit`` anchors at a time: ``cursor`` (from the previous page's response) asks for
+    the next."""
 
     commit_sha: CommitPrefix
     repo: Repo | None = None
     limit: AnchorLimit = DEFAULT_ANCHOR_LIMIT
+    cursor: Cursor | None = None
 
 
 class ByAuthorRequest(LookupRequest):
-    """Evidence from an author's commits (email or name, any case, .mailmap applied)."""
+    """Evidence from an author's commits (email or name, any case, .mailmap applied), newest
+    commit first, a page of ``limit`` anchors at a time: ``cursor`` (from the previous page's
+    response) asks for the next."""
 
     author: Author
     repo: Repo | None = None
     limit: AnchorLimit = DEFAULT_ANCHOR_LIMIT
+    cursor: Cursor | None = None
 
 
 class QueryRequest(LookupRequest):

@@ -2,6 +2,11 @@
 
 ``LookupResult`` is what the service computes; ``LookupResponse`` is the response model every
 surface returns (the seed's node objects), published in the HTTP API's schema.
+
+One rule for ``parents``, in every lookup: a node's parents are every node above it along
+edges (its parents, theirs, and so on), each once, ordered by level (L1 before L2), then
+newest first, then by sha256; each parent is cited as the node it is listed under. A node
+with nothing above it has ``"parents": []``.
 """
 
 from __future__ import annotations
@@ -10,10 +15,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from poimen_memory.domain import CommitInfo, CommitSha, Level, MemoryNode, RepoId, Sha256Hash
-from poimen_memory.domain.checks import format_timestamp
+from poimen_memory.domain.checks import format_utc, parse_timestamp
 from poimen_memory.store import Evidence
 
 __all__ = [
@@ -34,9 +45,12 @@ __all__ = [
     "PendingOut",
     "PlacedOut",
     "RememberResponse",
+    "RepoOut",
     "assemble",
     "citation_key",
     "citation_of",
+    "nodes_above",
+    "parents_order",
 ]
 
 
@@ -97,7 +111,8 @@ _CONTEXT_NAMES = {"sha": "commit_sha", "message": "commit_msg", "date": "author_
 
 class NodeOut(_Out):
     """The seed's node object. ``anchors`` and ``lines`` appear when there are any;
-    ``parents`` on top-level nodes only."""
+    ``parents`` on top-level nodes only (every node above this one: see the module's rule).
+    Timestamps are UTC, written with ``Z``."""
 
     sha256: str
     level: Literal["L0", "L1", "L2"]
@@ -124,12 +139,37 @@ class NodeOut(_Out):
         return out
 
 
+RepoOut = str | list[str]
+"""The repository a response is about, or the repositories its nodes come from."""
+
+
 class LookupResponse(_Out):
     """The answer of every lookup on every surface: the repository and the nodes, L0 evidence
-    first (newest first), then the L1 and L2 nodes above it."""
+    first (newest first), then the L1 and L2 nodes above it.
 
-    repo: str | None
+    ``repo``: the repository the lookup was scoped to; unscoped, the repository the nodes'
+    evidence is in, or a list of them (sorted) when there are several or none; each cited node
+    names its own in ``git_context.repo``. ``mapped`` (by-git only): true when the lines were
+    mapped through blame in a work tree of the repository, false when they were looked up as
+    stored (``commit_sha`` given, or no work tree of the repository here). ``truncated``: the
+    answer stopped at its bound and more exists (by-commit and by-author: anchors beyond
+    ``limit``, fetched with ``cursor``; query: matches beyond ``limit``; by-git: anchors beyond
+    the lookup's bound). ``cursor`` (by-commit and by-author, when truncated): pass it back as
+    ``cursor``, with the same request, for the next page."""
+
+    repo: RepoOut
     nodes: list[NodeOut]
+    mapped: bool | None = None
+    truncated: bool = False
+    cursor: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        for key in ("mapped", "cursor"):
+            if out.get(key) is None:
+                out.pop(key, None)
+        return out
 
 
 class PlacedOut(_Out):
@@ -150,6 +190,11 @@ class PendingOut(_Out):
     line_end: int
     base: str | None
     expires_at: str
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_utc(cls, value: str) -> str:
+        return format_utc(parse_timestamp("expires_at", value))
 
 
 class RememberResponse(_Out):
@@ -200,7 +245,7 @@ class Citation:
             message=c.message,
             author=c.author_email,
             author_name=c.author_name,
-            date=c.author_date.isoformat(),
+            date=format_utc(c.author_date),
         )
 
     def git_context(self) -> GitContextOut:
@@ -241,7 +286,7 @@ class Earlier:
         """The JSON form."""
         return EarlierOut(
             replaced_by=self.replaced_by.sha.value,
-            replaced_at=format_timestamp(self.replaced_by.author_date),
+            replaced_at=format_utc(self.replaced_by.author_date),
             depth=self.depth,
         )
 
@@ -267,7 +312,7 @@ class Memory:
             level=n.level.value,
             brief=n.brief,
             text=n.text,
-            created_at=n.created_at.isoformat(),
+            created_at=format_utc(n.created_at),
             query_id=None if n.query_id is None else n.query_id.value,
             run_id=n.run_id.value,
             git_ref=None if c is None else c.git_ref,
@@ -285,16 +330,38 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class LookupResult:
-    """The answer to any lookup: L0 evidence first (newest first), then the nodes above it."""
+    """The answer to any lookup: L0 evidence first (newest first), then the nodes above it.
+    ``repo``: the repository the lookup was scoped to (None: any); ``mapped``: by-git only,
+    whether the lines were mapped through blame; ``truncated``: more exists than was
+    answered, and ``cursor`` fetches it (by-commit, by-author)."""
 
     repo: RepoId | None
     memories: tuple[Memory, ...]
+    mapped: bool | None = None
+    truncated: bool = False
+    cursor: str | None = None
+
+    @property
+    def repos(self) -> list[RepoId]:
+        """The repositories the memories are cited in, sorted."""
+        cited = {c.repo for m in self.memories for c in (m.citation, *m.citations) if c is not None}
+        return sorted(cited)
+
+    def named_repo(self) -> RepoOut:
+        """The response's ``repo``: the scope, else the one repository cited, else the list."""
+        if self.repo is not None:
+            return self.repo.value
+        repos = [r.value for r in self.repos]
+        return repos[0] if len(repos) == 1 else repos
 
     def response(self) -> LookupResponse:
         """The response model every surface returns."""
         return LookupResponse(
-            repo=None if self.repo is None else self.repo.value,
+            repo=self.named_repo(),
             nodes=[m.response() for m in self.memories],
+            mapped=self.mapped,
+            truncated=self.truncated,
+            cursor=self.cursor,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -337,6 +404,28 @@ def citation_key(c: Citation) -> tuple[str, str, str, int, int]:
     return (c.repo.value, c.commit.sha.value, c.file, c.line_start, c.line_end)
 
 
+def parents_order(node: MemoryNode) -> tuple[int, float, str]:
+    """The order of ``parents``: by level (L1 before L2), then newest first, then sha256."""
+    return (node.level.rank, -node.created_at.timestamp(), node.sha256.value)
+
+
+def nodes_above(
+    start: Iterable[Sha256Hash], known: Mapping[Sha256Hash, MemoryNode]
+) -> list[MemoryNode]:
+    """The nodes ``start`` names and every node above them, along the parents of ``known``
+    nodes (others are not followed), each once, in the order of ``parents``."""
+    found: dict[Sha256Hash, MemoryNode] = {}
+    todo = list(start)
+    while todo:
+        sha = todo.pop()
+        node = known.get(sha)
+        if node is None or sha in found:
+            continue
+        found[sha] = node
+        todo.extend(node.parents)
+    return sorted(found.values(), key=parents_order)
+
+
 def assemble(
     repo: RepoId | None,
     rows: Iterable[Evidence],
@@ -346,11 +435,15 @@ def assemble(
 ) -> LookupResult:
     """Evidence rows -> one Memory per L0 node (its matched anchors as citations) followed by
     each node above them once, cited by the first evidence that reached it. Newest first.
-    ``landed_of`` and ``earlier_of`` say which L0 nodes were found through a rewritten commit
-    or on an earlier version of the line."""
+    Every node's parents follow the one rule (see the module). ``landed_of`` and
+    ``earlier_of`` say which L0 nodes were found through a rewritten commit or on an earlier
+    version of the line."""
     by_node: dict[Sha256Hash, list[Evidence]] = {}
     for row in rows:
         by_node.setdefault(row.node.sha256, []).append(row)
+    known: dict[Sha256Hash, MemoryNode] = {}
+    for group in by_node.values():
+        known.update((node.sha256, node) for node, _ in group[0].ancestors)
     l0s: list[Memory] = []
     above: dict[Sha256Hash, tuple[MemoryNode, int, Citation]] = {}
     for sha, group in by_node.items():
@@ -359,7 +452,8 @@ def assemble(
         )
         primary = citations[0]
         ancestors = group[0].ancestors
-        parents = tuple(Memory(node, primary) for node, _ in ancestors)
+        over = sorted((node for node, _ in ancestors), key=parents_order)
+        parents = tuple(Memory(node, primary) for node in over)
         lines = tuple(sorted(set(lines_of.get(sha, ()) if lines_of else ())))
         landed = landed_of.get(sha) if landed_of else None
         earlier = earlier_of.get(sha) if earlier_of else None
@@ -374,7 +468,18 @@ def assemble(
         above.values(),
         key=lambda t: (-t[0].level.rank, -t[0].created_at.timestamp(), t[0].sha256.value),
     )
-    up_memories = [Memory(node, citation) for node, _, citation in uppers]
+    up_memories = [
+        Memory(
+            node,
+            citation,
+            parents=tuple(
+                Memory(p, citation)
+                for p in nodes_above(node.parents, known)
+                if p.sha256 != node.sha256
+            ),
+        )
+        for node, _, citation in uppers
+    ]
     # L1 before L2 in the flat list: evidence, then what was learned from it, then synthesis.
     up_memories.sort(key=lambda m: (m.node.level.rank, -m.node.created_at.timestamp()))
     return LookupResult(repo, tuple(l0s + up_memories))

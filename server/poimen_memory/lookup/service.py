@@ -9,7 +9,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,8 +37,11 @@ from poimen_memory.lookup.requests import (
     ByAuthorRequest,
     ByCommitRequest,
     ByGitRequest,
+    CursorKind,
     LookupRequest,
+    PageCursor,
     QueryRequest,
+    WorkTreePath,
 )
 from poimen_memory.lookup.results import (
     Citation,
@@ -49,9 +53,11 @@ from poimen_memory.lookup.results import (
     assemble,
     citation_key,
     citation_of,
+    nodes_above,
 )
 from poimen_memory.lookup.rewrites import Found, Miss, Rewrites, file_hashes, landed_nodes
 from poimen_memory.store import Evidence, Store
+from poimen_memory.store.evidence import EvidencePage
 
 __all__ = ["CACHE_SIZES", "LookupService", "PendingResolver"]
 
@@ -72,6 +78,7 @@ CACHE_SIZES = {
     "digests": 64,  # sha256, size and line count of buffer texts
     "line_hashes": 16,  # text hashes of a file's lines at HEAD (for rewritten commits)
     "pending_files": 64,  # files with remembered lines waiting for a commit, per HEAD
+    "head_facts": 256,  # size, line count and binariness of files at HEAD (the limits)
 }
 
 
@@ -104,26 +111,44 @@ class LookupService:
         self._pending_files: LRUCache[tuple[ProjectId, RepoId, CommitSha], set[str]] = LRUCache(
             CACHE_SIZES["pending_files"]
         )
+        self._head_facts: LRUCache[tuple[str, str, CommitSha], _TextFacts] = LRUCache(
+            CACHE_SIZES["head_facts"]
+        )
         self._rewrites = Rewrites(self.store)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
 
     # -- editor lookups ---------------------------------------------------------------------
 
-    def _open_file(
-        self, path: str | Path, max_bytes: int | None, max_lines: int | None = None
-    ) -> tuple[RepoId, Blamer, str, CommitSha, str] | None:
-        """(identity, blamer, path in tree, HEAD, HEAD text) of a file worth blaming, or None
-        for a file outside any repository, untracked, binary, over ``max_bytes`` or over
-        ``max_lines``."""
-        try:
-            repo_id, blamer, rel = self.checkouts.locate(path)
-            head = blamer.repo.head()
-            data = blamer.head_blob(rel, head)
-        except (LookupFailed, GitError):
-            return None
-        if not _worth_blaming(blamer.repo, data, max_bytes, max_lines):
-            return None
-        return repo_id, blamer, rel, head, data.decode("utf-8", "replace")
+    def _within_limits(
+        self,
+        blamer: Blamer,
+        rel: str,
+        head: CommitSha,
+        buffer: _TextFacts | None,
+        max_bytes: int | None,
+        max_lines: int | None,
+    ) -> bool:
+        """The one check of the limits, made by every editor lookup (each hover, each
+        document), whatever is cached: the buffer (when the file is open) and the file at HEAD
+        are both text within ``max_bytes`` and ``max_lines``. HEAD's facts are remembered
+        per (file, HEAD): the buffer's when it is HEAD's text (recognised by its hash), else
+        the blob's (read once)."""
+        if buffer is not None and not buffer.within(max_bytes, max_lines):
+            return False
+        key = (str(blamer.repo.root), rel, head)
+        with self._lock:
+            facts = self._head_facts.get(key)
+        if facts is None:
+            if buffer is not None and blamer.text_sha(rel, head) == buffer.sha256:
+                facts = buffer
+            else:
+                try:
+                    facts = _TextFacts.of(blamer.repo, blamer.head_blob(rel, head), hashed=False)
+                except GitError:
+                    return False
+            with self._lock:
+                self._head_facts[key] = facts
+        return facts.within(max_bytes, max_lines)
 
     def _buffer_to_head(
         self, rel: str, head: CommitSha, head_text: str, buffer_text: str | None
@@ -154,7 +179,7 @@ class LookupService:
         blame to its origin (and, on a miss, to rewritten commits whose change landed there;
         with ``history``, also the memories of the versions it replaced, that many back). None
         for a line without memories or one typed in the buffer, and for a file (at HEAD or in
-        the buffer) that is binary or over the limits.
+        the buffer) that is binary or over the limits: checked on every hover.
 
         A buffer whose text is HEAD's (recognised by its hash) needs no blob; on a cold file
         the blob is read while ``git blame -L`` runs, so the first hover costs one blame."""
@@ -164,51 +189,35 @@ class LookupService:
         except (LookupFailed, GitError):
             return None
         self._settle_pending(project, repo_id, blamer, rel, head)
+        facts = None if buffer_text is None else self._text_facts(blamer, rel, buffer_text)
+        known = blamer.text_sha(rel, head)
+        # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
+        speculative = (
+            self._pool.submit(blamer.origin, rel, line, head)
+            if facts is not None and known is None and facts.within(max_bytes, max_lines)
+            else None
+        )
+        if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
+            if speculative is not None:
+                speculative.cancel()
+            return None
         head_line: int | None = line
-        limited = max_bytes is not None or max_lines is not None
-        if buffer_text is None and limited and self._open_file(path, max_bytes, max_lines) is None:
-            return None  # not open in the editor: the limits apply to HEAD's blob
-        if buffer_text is not None:
-            facts = self._text_facts(blamer, rel, buffer_text)
-            if not facts.within(max_bytes, max_lines):
-                return None  # when the buffer is HEAD's text, this is HEAD over the limits
-            digest = facts.sha256
-            known = blamer.text_sha(rel, head)
-            if known != digest:
-                # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
-                speculative = (
-                    self._pool.submit(blamer.origin, rel, line, head) if known is None else None
-                )
+        if buffer_text is not None and facts is not None and known != facts.sha256:
+            if speculative is not None and blamer.text_sha(rel, head) == facts.sha256:
                 try:
-                    data = blamer.head_blob(rel, head)
+                    origin = speculative.result()
                 except GitError:
-                    if speculative is not None:
-                        speculative.cancel()
                     return None
-                if not _worth_blaming(blamer.repo, data, max_bytes, max_lines):
-                    if speculative is not None:
-                        speculative.cancel()
-                    return None
-                if speculative is not None and blamer.text_sha(rel, head) == digest:
-                    try:
-                        return self._answer(
-                            blamer,
-                            repo_id,
-                            rel,
-                            head,
-                            line,
-                            line,
-                            project,
-                            speculative.result(),
-                            history,
-                        )
-                    except GitError:
-                        return None
-                mapping = self._buffer_to_head(
-                    rel, head, data.decode("utf-8", "replace"), buffer_text
+                return self._answer(
+                    blamer, repo_id, rel, head, line, line, project, origin, history
                 )
-                if mapping is not None:
-                    head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
+            try:
+                data = blamer.head_blob(rel, head)
+            except GitError:
+                return None
+            mapping = self._buffer_to_head(rel, head, data.decode("utf-8", "replace"), buffer_text)
+            if mapping is not None:
+                head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
         if head_line is None:
             return None
         try:
@@ -277,16 +286,16 @@ class LookupService:
         """Every memory of a file by buffer line (1-based): one blame and one store query per
         (file, HEAD), remembered; unsaved edits are mapped in process, so lenses move with
         their lines and a typed line has none. None for a file (at HEAD or in the buffer)
-        that is binary or over the limits."""
-        opened = self._open_file(path, max_bytes, max_lines)
-        if opened is None:
+        that is binary or over the limits (checked on every call)."""
+        try:
+            repo_id, blamer, rel = self.checkouts.locate(path)
+            head = blamer.repo.head()
+        except (LookupFailed, GitError):
             return None
-        repo_id, blamer, rel, head, head_text = opened
+        facts = None if buffer_text is None else self._text_facts(blamer, rel, buffer_text)
+        if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
+            return None
         self._settle_pending(project, repo_id, blamer, rel, head)
-        if buffer_text is not None and not self._text_facts(blamer, rel, buffer_text).within(
-            max_bytes, max_lines
-        ):
-            return None
         scope = project or self.default_project or project_for(repo_id)
 
         def compute() -> DocumentMemories | None:
@@ -298,6 +307,12 @@ class LookupService:
 
         doc = self._remembered(self._docs, (scope, repo_id, rel, head), compute)
         if doc is None:
+            return None
+        if buffer_text is None:
+            return doc
+        try:
+            head_text = blamer.head_blob(rel, head).decode("utf-8", "replace")
+        except GitError:
             return None
         mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
         if mapping is None:
@@ -378,13 +393,63 @@ class LookupService:
             raise LookupInputError("project", "required")
         return project
 
+    def known_repo(
+        self,
+        project: ProjectId,
+        repo: RepoId | WorkTreePath | None,
+        field_name: str = "repo",
+    ) -> RepoId | None:
+        """A request's repository as an identity: a path is resolved to the known work tree
+        it is in; an identity must be a known work tree's or one ``project`` has memories in.
+        LookupInputError names the field and the value otherwise."""
+        if repo is None:
+            return None
+        identity = self.checkouts.identity(repo, field_name)
+        if self.checkouts.has(identity) or self.store.repo_known(project, identity):
+            return identity
+        listed = sorted(
+            {r.value for r in self.store.project_repos(project)}
+            | {r.value for r in self.checkouts.identities()}
+        )
+        raise LookupInputError(
+            field_name,
+            f"{identity.value!r} is not known here: no work tree of it, and project "
+            f"{project.value!r} has no memories in it (known: {', '.join(listed) or 'none'})",
+        )
+
     def by_git(self, req: ByGitRequest) -> LookupResult:
         """Memories at a code location: the current lines mapped through blame to their origin
-        (or, with ``commit``, the lines of that commit literally), plus the nodes above them."""
+        in a work tree of the repository (``mapped``); with ``commit_sha``, the lines of that
+        commit literally, and with no work tree of the repository here, the lines as stored
+        in any commit (not ``mapped``); plus the nodes above them."""
         project = self.project_of(req)
+        repo = self.known_repo(project, req.repo)
         if req.commit_sha is not None:
-            return self._by_git_literal(req, project)
-        repo_id, blamer = self.checkouts.blamer(req.repo)
+            return replace(self._by_git_literal(req, project, repo), mapped=False)
+        if not (self.checkouts.has(repo) if repo is not None else self.checkouts.identities()):
+            return self._by_git_as_stored(req, project, repo)
+        return replace(self._by_git_blamed(req, project, repo), mapped=True)
+
+    def _by_git_as_stored(
+        self, req: ByGitRequest, project: ProjectId, repo: RepoId | None
+    ) -> LookupResult:
+        """No work tree of the repository is known here: the anchors of the file at the lines
+        as stored (the seed's literal lookup), in any commit, newest first."""
+        for name, given in (("at", req.at), ("history", req.history)):
+            if given:
+                where = "" if repo is None else f" of {repo.value!r}"
+                raise LookupInputError(
+                    name, f"needs a work tree{where} to blame in, and none is known here"
+                )
+        page = self.store.evidence_at_file_lines(
+            project, repo, req.file, req.line_start, req.line_end
+        )
+        return replace(assemble(repo, page.rows), mapped=False, truncated=page.after is not None)
+
+    def _by_git_blamed(
+        self, req: ByGitRequest, project: ProjectId, repo: RepoId | None
+    ) -> LookupResult:
+        repo_id, blamer = self.checkouts.blamer(repo)
         try:
             at = None if req.at is None else blamer.repo.resolve_commit(req.at)
             if at is None:
@@ -434,12 +499,13 @@ class LookupService:
         lines: Iterable[int],
     ) -> LookupResult:
         origins = [o for o in (blame.origin(n) for n in lines) if o is not None]
-        rows = self.store.evidence_for_runs(project, repo_id, origin_runs(origins))
-        matched, lines_of = match_evidence(rows, origins)
+        page = self.store.runs_page(project, repo_id, origin_runs(origins))
+        matched, lines_of = match_evidence(page.rows, origins)
         covered = {n for hits in lines_of.values() for n in hits}
         missed = [(o, o.line, o.line) for o in origins if o.line not in covered]
         found = self._find_rewritten(project, repo_id, blamer, blame.path, blame.rev, missed)
-        return _with_rewritten(repo_id, matched, lines_of, found)
+        result = _with_rewritten(repo_id, matched, lines_of, found)
+        return replace(result, truncated=page.after is not None)
 
     def _at_origin(
         self,
@@ -532,9 +598,10 @@ class LookupService:
                     cache[key] = hit
         return hit
 
-    def _by_git_literal(self, req: ByGitRequest, project: ProjectId) -> LookupResult:
+    def _by_git_literal(
+        self, req: ByGitRequest, project: ProjectId, repo: RepoId | None
+    ) -> LookupResult:
         assert req.commit_sha is not None
-        repo = req.repo
         commit = self._resolve_commit(project, repo, req.commit_sha)
         if commit is None:
             return LookupResult(repo, ())
@@ -562,40 +629,123 @@ class LookupService:
         return found[0] if found else None
 
     def by_commit(self, req: ByCommitRequest) -> LookupResult:
-        """Every L0 anchored in the commit, plus the nodes above them."""
-        project = self.project_of(req)
-        commit = self._resolve_commit(project, req.repo, req.commit_sha)
-        if commit is None:
-            return LookupResult(req.repo, ())
-        rows = self.store.evidence_for_commits(project, req.repo, [commit], req.limit)
-        return assemble(req.repo, rows)
+        """Every L0 anchored in the commit, plus the nodes above them: a page of ``limit``
+        anchors (after ``cursor``), with the cursor of the next when more follow."""
+        repo, fetch, lookup = self._commit_pages(req)
+        if fetch is None:
+            return LookupResult(repo, ())
+        return self._paged(repo, fetch(self._after(req.cursor, "by-commit", lookup)), lookup)
 
     def by_author(self, req: ByAuthorRequest) -> LookupResult:
-        """L0 evidence from the author's commits, plus the nodes above it."""
+        """L0 evidence from the author's commits, newest commit first, plus the nodes above
+        it: a page of ``limit`` anchors (after ``cursor``), with the cursor of the next when
+        more follow."""
+        repo, fetch, lookup = self._author_pages(req)
+        return self._paged(repo, fetch(self._after(req.cursor, "by-author", lookup)), lookup)
+
+    def every_page(self, req: ByCommitRequest | ByAuthorRequest) -> LookupResult:
+        """A paged lookup followed to its end (from ``cursor``, if given): the evidence of
+        every page, answered as one."""
+        if isinstance(req, ByCommitRequest):
+            repo, fetch, lookup = self._commit_pages(req)
+            if fetch is None:
+                return LookupResult(repo, ())
+        else:
+            repo, fetch, lookup = self._author_pages(req)
+        after = self._after(req.cursor, lookup.kind, lookup)
+        rows: list[Evidence] = []
+        while True:
+            page = fetch(after)
+            rows.extend(page.rows)
+            if page.after is None:
+                return assemble(repo, rows)
+            after = page.after
+
+    def _commit_pages(
+        self, req: ByCommitRequest
+    ) -> tuple[RepoId | None, Callable[[dict[str, Any] | None], EvidencePage] | None, _Lookup]:
+        """The repository of a by-commit request, the pages of its anchors (None: no such
+        commit), and what identifies the lookup in a cursor."""
         project = self.project_of(req)
+        repo = self.known_repo(project, req.repo)
+        commit = self._resolve_commit(project, repo, req.commit_sha)
+        if commit is None:
+            return repo, None, _Lookup("by-commit", (project.value, _name(repo), req.commit_sha))
+        lookup = _Lookup("by-commit", (project.value, _name(repo), commit.value))
+
+        def fetch(after: dict[str, Any] | None) -> EvidencePage:
+            return self.store.commit_page(project, repo, [commit], req.limit, after)
+
+        return repo, fetch, lookup
+
+    def _author_pages(
+        self, req: ByAuthorRequest
+    ) -> tuple[RepoId | None, Callable[[dict[str, Any] | None], EvidencePage], _Lookup]:
+        """The repository of a by-author request, the pages of its anchors, and what
+        identifies the lookup in a cursor."""
+        project = self.project_of(req)
+        repo = self.known_repo(project, req.repo)
         authors = {req.author}
-        if req.repo is not None or len(self.checkouts.identities()) == 1:
+        if repo is not None or len(self.checkouts.identities()) == 1:
             try:
-                _, blamer = self.checkouts.blamer(req.repo)
+                _, blamer = self.checkouts.blamer(repo)
                 authors |= blamer.repo.mailmap(req.author)
             except (LookupInputError, GitError):
                 pass  # no checkout to ask: match what was stored (already mailmap-normalized)
-        rows = self.store.evidence_for_author(project, req.repo, authors, req.limit)
-        return assemble(req.repo, rows)
+        lookup = _Lookup("by-author", (project.value, _name(repo), req.author.lower()))
+
+        def fetch(after: dict[str, Any] | None) -> EvidencePage:
+            return self.store.author_page(project, repo, authors, req.limit, after)
+
+        return repo, fetch, lookup
+
+    @staticmethod
+    def _after(cursor: PageCursor | None, kind: str, lookup: _Lookup) -> dict[str, Any] | None:
+        """The key a request's cursor gives (None: the first page); ``cursor: ...`` when it
+        was given by another lookup."""
+        if cursor is None:
+            return None
+        if cursor.kind != kind or cursor.lookup != lookup.fingerprint:
+            raise LookupInputError(
+                "cursor",
+                "given by another lookup: a cursor is good only with the request whose "
+                "response gave it (same lookup, project, repo and commit or author)",
+            )
+        names = _AFTER_KEYS if kind == "by-commit" else (*_AFTER_KEYS, "after_date")
+        if len(cursor.after) != len(names):
+            raise LookupInputError("cursor", "not a cursor a response of this server gave")
+        return dict(zip(names, cursor.after, strict=True))
+
+    @staticmethod
+    def _paged(repo: RepoId | None, page: EvidencePage, lookup: _Lookup) -> LookupResult:
+        """A page's answer, with the cursor of the next page when more follow."""
+        result = assemble(repo, page.rows)
+        if page.after is None:
+            return result
+        names = _AFTER_KEYS if lookup.kind == "by-commit" else (*_AFTER_KEYS, "after_date")
+        after = tuple(_cursor_value(page.after[name]) for name in names)
+        cursor = PageCursor(lookup.kind, lookup.fingerprint, after)
+        return replace(result, truncated=True, cursor=cursor.token())
 
     def query(self, req: QueryRequest) -> LookupResult:
         """Full-text search, best first; with ``git_repo`` each result is cited by its evidence
-        in that repository (for L1/L2: the evidence they were built from)."""
+        in that repository (for L1/L2: the evidence they were built from). Each result's
+        parents are every node above it, in the order every lookup gives them."""
         project = self.project_of(req)
-        found = self.store.search(project, req.query, req.limit)
-        nodes = [n for n, _ in found]
-        walked = {w.node.sha256: w for w in self.store.walk_up(project, [n.sha256 for n in nodes])}
+        git_repo = self.known_repo(project, req.git_repo, "git_repo")
+        found = self.store.search(project, req.query, req.limit + 1)
+        truncated = len(found) > req.limit
+        nodes = [n for n, _ in found[: req.limit]]
+        known = {
+            w.node.sha256: w.node for w in self.store.walk_up(project, [n.sha256 for n in nodes])
+        }
+        known.update((n.sha256, n) for n in nodes)
         citations: dict[Sha256Hash, Citation] = {}
-        if req.git_repo is not None and nodes:
+        if git_repo is not None and nodes:
             below = self.store.evidence_below(project, [n.sha256 for n in nodes])
             l0s = {s for shas in below.values() for s in shas}
             first: dict[Sha256Hash, Citation] = {}
-            for row in self.store.evidence_for_nodes(project, req.git_repo, l0s):
+            for row in self.store.evidence_for_nodes(project, git_repo, l0s):
                 c = citation_of(row)
                 if row.node.sha256 not in first or citation_key(c) < citation_key(
                     first[row.node.sha256]
@@ -609,10 +759,10 @@ class LookupService:
         for n in nodes:
             citation = citations.get(n.sha256)
             parents = tuple(
-                Memory(w.node, citation) for w in walked.values() if n.sha256 in w.origins
+                Memory(p, citation) for p in nodes_above(n.parents, known) if p.sha256 != n.sha256
             )
             memories.append(Memory(n, citation, (citation,) if citation else (), parents))
-        return LookupResult(req.git_repo, tuple(memories))
+        return LookupResult(git_repo, tuple(memories), truncated=truncated)
 
     def for_document(
         self, project: ProjectId, repo_id: RepoId, blame: Blame, blamer: Blamer
@@ -641,6 +791,36 @@ class LookupService:
         for line, found in rewritten.items():
             by_line[line] = tuple(dict.fromkeys((*by_line.get(line, ()), *found)))
         return DocumentMemories(repo_id, blame.path, dict(sorted(by_line.items())))
+
+
+# The keyset of an anchor in a cursor, in order (by-author adds its commit's date).
+_AFTER_KEYS = ("after_repo", "after_commit", "after_file", "after_start", "after_end", "after_node")
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """A paged lookup as its cursors name it: the kind, and the request's identifying parts
+    (project, repository, commit or author), kept short as a fingerprint."""
+
+    kind: CursorKind
+    parts: tuple[str, ...]
+
+    @property
+    def fingerprint(self) -> str:
+        data = "\x00".join((self.kind, *self.parts)).encode("utf-8", "surrogateescape")
+        return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _name(repo: RepoId | None) -> str:
+    return "" if repo is None else repo.value
+
+
+def _cursor_value(value: object) -> str | int:
+    """A key part as a cursor carries it (a date as ISO 8601, exact to the microsecond)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    assert isinstance(value, str | int)
+    return value
 
 
 def _blame_runs(lines: Iterable[BlameLine]) -> list[tuple[CommitSha, str, int, int, int]]:
@@ -724,10 +904,3 @@ class _TextFacts:
             and (max_bytes is None or self.size <= max_bytes)
             and (max_lines is None or self.lines <= max_lines)
         )
-
-
-def _worth_blaming(
-    repo: GitRepo, data: bytes, max_bytes: int | None, max_lines: int | None = None
-) -> bool:
-    """A text file within the size limits (binary and oversized files get no memories)."""
-    return _TextFacts.of(repo, data, hashed=False).within(max_bytes, max_lines)

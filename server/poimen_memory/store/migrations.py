@@ -17,7 +17,14 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg.rows import tuple_row
 
-__all__ = ["Migration", "MigrationError", "applied_versions", "available", "migrate"]
+__all__ = [
+    "Migration",
+    "MigrationError",
+    "applied_versions",
+    "available",
+    "migrate",
+    "schema_problem",
+]
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Any constant works; it only has to be the same for every migrating process.
@@ -90,6 +97,26 @@ def _check_recorded(recorded: dict[int, str], shipped: list[Migration]) -> None:
                 f"migration {version:04d}_{migration.name} was changed after it was applied "
                 "to this database; restore the original file"
             )
+
+
+def schema_problem(conn: psycopg.Connection[Any]) -> str | None:
+    """None when the database has exactly the shipped migrations applied; else what is wrong
+    and what to do, to follow "the memory store at ...": a missing or older schema asks for
+    ``mem db migrate``, a newer one for an upgrade."""
+    shipped = available()
+    recorded = applied_versions(conn)
+    if not recorded:
+        return "has no poimen-memory schema; run `mem db migrate`"
+    try:
+        _check_recorded(recorded, shipped)
+    except MigrationError as exc:
+        return f"cannot be used: {exc}"
+    if len(recorded) < len(shipped):
+        return (
+            f"has schema version {max(recorded)}, older than this poimen-memory's "
+            f"{len(shipped)}; run `mem db migrate`"
+        )
+    return None
 
 
 def migrate(conn: psycopg.Connection[Any]) -> list[Migration]:

@@ -118,7 +118,7 @@ class NodeReads:
     def status(self) -> StoreStatus:
         """Schema version and row counts."""
         latest = len(available())
-        with self._connector.connection() as conn:
+        with self._connector.connection(any_schema=True) as conn:
             versions = applied_versions(conn)
             if not versions:
                 return StoreStatus(schema_version=0, latest_version=latest)

@@ -10,7 +10,7 @@ from poimen_memory.store.blames import (
     BlameCacheStore,
     SharedBlame,
 )
-from poimen_memory.store.connection import CONNECT_TIMEOUT_S
+from poimen_memory.store.connection import CONNECT_TIMEOUT_S, StoreUnavailable
 from poimen_memory.store.connector import Connector
 from poimen_memory.store.evidence import Evidence
 from poimen_memory.store.pending import PendingReads
@@ -50,6 +50,8 @@ class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore, PendingReads)
     ) -> None:
         """Connect (failing within ``timeout`` seconds with StoreUnavailable, unless ``lazy``).
 
+        The schema is checked on the pool's first connection: without it, or with an older
+        or newer one, every use is ``SchemaMissing`` (``status()`` excepted) until it is right.
         A lost server is not fatal: the pool is dropped, and the next use at least
         ``retry_interval`` seconds later connects afresh, so the store comes back by itself.
         A statement timeout bounds every query, for callers that must answer quickly.
@@ -90,8 +92,13 @@ class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore, PendingReads)
 
     def warm_up(self) -> bool:
         """Open the pool now (a server does this at start, off the request path); False if
-        the store does not answer."""
+        the store does not answer or lacks its schema."""
         return self._connector.warm_up()
+
+    def probe(self) -> StoreUnavailable | None:
+        """Use the store once: None when it answers with the right schema, else why not
+        (``SchemaMissing`` when it answers without it)."""
+        return self._connector.probe()
 
     def close(self) -> None:
         """Close every pooled connection."""

@@ -410,8 +410,13 @@ function M.render(heading, result)
   local nodes = (result and present(result.nodes)) and result.nodes or {}
   local lines = { "# " .. heading, "" }
   local count = #nodes == 1 and "1 memory" or (#nodes .. " memories")
-  if result and present(result.repo) then
-    count = count .. " · " .. result.repo
+  -- The repository, or the repositories (a list) when the memories come from several.
+  local repo = result and result.repo
+  if type(repo) == "table" then
+    repo = table.concat(repo, ", ")
+  end
+  if type(repo) == "string" and repo ~= "" then
+    count = count .. " · " .. repo
   end
   table.insert(lines, count)
   table.insert(lines, "")

@@ -83,7 +83,8 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
 
 -- name: evidence
 -- Anchors chosen by one of the anchors_* queries below, passed back as one array per column,
--- each with its commit, its L0 node and every node above that node (nearest first).
+-- each with its commit, its L0 node and every node above that node (nearest first, each with
+-- the nodes directly above it: the edges among them).
 SELECT ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
        c.message, c.author_name, c.author_email, c.author_date,
        n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at,
@@ -109,7 +110,10 @@ LEFT JOIN LATERAL (
                jsonb_build_object(
                    'sha256', p.sha256, 'level', p.level, 'query_id', p.query_id,
                    'run_id', p.run_id, 't', p.t, 'text', p.text, 'created_at', p.created_at,
-                   'depth', d.depth)
+                   'depth', d.depth,
+                   'parents', ARRAY(SELECT pe.parent_sha256 FROM memory_edge pe
+                                    WHERE pe.project = %(project)s AND pe.child_sha256 = p.sha256
+                                    ORDER BY pe.parent_sha256))
                ORDER BY d.depth, p.created_at DESC, p.sha256) AS ancestors
     FROM (SELECT sha256, min(depth) AS depth FROM walk GROUP BY sha256) AS d
     JOIN memory_node p ON p.project = %(project)s AND p.sha256 = d.sha256
@@ -118,7 +122,7 @@ ORDER BY n.created_at DESC, n.sha256, ch.file, ch.line_start;
 
 -- name: anchors_line
 -- The anchors_* queries choose anchors for the evidence query above (and anchors_runs for the
--- code lenses): the first max_anchors of them by (commit, file, line, node).
+-- code lenses): the first max_anchors of them, in the order each states.
 -- Anchors at (repo, commit, file) covering one line. Anchors are short, so the scan of
 -- line_start is bounded below by the longest anchor of the repository (an index lookup).
 SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
@@ -268,14 +272,19 @@ ORDER BY first_line;
 -- name: anchors_commits
 -- The commits' rows first (one per repository holding them), then their anchors by primary
 -- key: git_anchor's keys start (project, repo, ...), so without a repository a filter on
--- git_anchor.commit_sha alone scans every anchor of the project.
+-- git_anchor.commit_sha alone scans every anchor of the project. A page: the anchors after
+-- the last one of the previous page (after_*, all NULL for the first), in key order.
 SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM git_commit g
 JOIN git_anchor a
   ON a.project = g.project AND a.repo = g.repo AND a.commit_sha = g.commit_sha
 WHERE g.project = %(project)s AND g.commit_sha = ANY(%(commits)s::text[])
   AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
-ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
+  AND (%(after_repo)s::text IS NULL
+       OR (a.repo, a.commit_sha, a.file, a.line_start, a.line_end, a.node_sha256)
+          > (%(after_repo)s::text, %(after_commit)s::text, %(after_file)s::text,
+             %(after_start)s::int, %(after_end)s::int, %(after_node)s::text))
+ORDER BY a.repo, a.commit_sha, a.file, a.line_start, a.line_end, a.node_sha256
 LIMIT %(max_anchors)s;
 
 -- name: anchors_author
@@ -284,19 +293,31 @@ LIMIT %(max_anchors)s;
 -- the per-commit lookup a nested loop in key order (a plain join is planned as a hash join,
 -- which takes anchors in table order, not the newest commits'); the outer ORDER BY states
 -- the order, which that plan already has up to the commit (an incremental sort within one).
-SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+-- A page: the anchors after the last one of the previous page (after_*, all NULL for the
+-- first) in that order; author_date is returned for the next page's cursor.
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end, g.author_date
 FROM (
     SELECT g.project, g.repo, g.commit_sha, g.author_date FROM git_commit g
     WHERE g.project = %(project)s
       AND (%(repo)s::text IS NULL OR g.repo = %(repo)s)
       AND (lower(g.author_email) = ANY(%(authors)s::text[])
            OR lower(g.author_name) = ANY(%(authors)s::text[]))
+      AND (%(after_date)s::timestamptz IS NULL
+           OR g.author_date < %(after_date)s::timestamptz
+           OR (g.author_date = %(after_date)s::timestamptz
+               AND (g.commit_sha, g.repo) >= (%(after_commit)s::text, %(after_repo)s::text)))
     ORDER BY g.author_date DESC, g.commit_sha, g.repo
 ) AS g
 CROSS JOIN LATERAL (
     SELECT x.node_sha256, x.repo, x.commit_sha, x.file, x.line_start, x.line_end
     FROM git_anchor x
     WHERE x.project = g.project AND x.repo = g.repo AND x.commit_sha = g.commit_sha
+      AND (%(after_date)s::timestamptz IS NULL
+           OR (g.author_date, g.commit_sha, g.repo)
+              <> (%(after_date)s::timestamptz, %(after_commit)s::text, %(after_repo)s::text)
+           OR (x.file, x.line_start, x.line_end, x.node_sha256)
+              > (%(after_file)s::text, %(after_start)s::int, %(after_end)s::int,
+                 %(after_node)s::text))
     ORDER BY x.file, x.line_start, x.line_end, x.node_sha256
     LIMIT %(max_anchors)s
 ) AS a
@@ -509,3 +530,28 @@ WHERE p.project = %(project)s AND p.repo = %(repo)s AND p.node_sha256 = s.node
 
 -- name: expire_pending
 DELETE FROM pending_anchor WHERE expires_at <= now();
+
+-- name: anchors_file_lines
+-- Anchors of a file, as stored, covering lines first..last (0: the whole file) in any commit
+-- (of one repository, or of any when repo is NULL), newest commit first: the literal lookup
+-- by (file, line) of a server that has no work tree of the repository to blame.
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM git_anchor a
+JOIN git_commit c
+  ON c.project = a.project AND c.repo = a.repo AND c.commit_sha = a.commit_sha
+WHERE a.project = %(project)s AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
+  AND a.file = %(file)s
+  AND (%(first)s::int = 0 OR a.line_start = 0
+       OR (a.line_start <= %(last)s::int AND a.line_end >= %(first)s::int))
+ORDER BY c.author_date DESC, a.commit_sha, a.repo, a.line_start, a.line_end, a.node_sha256
+LIMIT %(max_anchors)s;
+
+-- name: repo_known
+-- Whether a project has memories anchored in a repository (one probe of git_commit's key).
+SELECT EXISTS (
+    SELECT 1 FROM git_commit WHERE project = %(project)s AND repo = %(repo)s
+) AS known;
+
+-- name: project_repos
+-- Some of the repositories a project has memories in (to name them in an error).
+SELECT DISTINCT repo FROM git_commit WHERE project = %(project)s ORDER BY repo LIMIT %(limit)s;
