@@ -41,6 +41,16 @@ def mem(tmp_path: Path, dsn: str, *argv: str) -> subprocess.CompletedProcess[str
     )
 
 
+def ingest(
+    tmp_path: Path, store_dsn: str, src: str, repo: FixtureRepo, project: ProjectId, *more: str
+) -> subprocess.CompletedProcess[str]:
+    """`mem ingest SRC --repo REPO --project PROJECT MORE...`."""
+    return mem(
+        tmp_path, store_dsn, "ingest", src, "--repo", str(repo.root), "--project", project.value,
+        *more,
+    )  # fmt: skip
+
+
 def stamp(epoch: int) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
@@ -239,17 +249,7 @@ def test_a_torn_last_line_is_skipped_with_a_note(
     torn = t.lines()[-1]
     src = tmp_path / f"{SESSION_ID}.jsonl"
     src.write_text("".join(f"{line}\n" for line in lines) + torn[: len(torn) // 2])
-    done = mem(
-        tmp_path,
-        store_dsn,
-        "ingest",
-        str(src),
-        "--repo",
-        str(repo.root),
-        "--project",
-        project.value,
-        "--json",
-    )
+    done = ingest(tmp_path, store_dsn, str(src), repo, project, "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     last = f"{src}:{len(lines) + 1}"
@@ -265,19 +265,7 @@ def test_a_torn_last_line_is_skipped_with_a_note(
     assert "Reading it from the environment" not in by_git(tmp_path, store_dsn, repo, project, 11)
     # A second read, once the line is whole, adds the rest and changes nothing else.
     src.write_text("".join(f"{line}\n" for line in t.lines()))
-    again = json.loads(
-        mem(
-            tmp_path,
-            store_dsn,
-            "ingest",
-            str(src),
-            "--repo",
-            str(repo.root),
-            "--project",
-            project.value,
-            "--json",
-        ).stdout
-    )
+    again = json.loads(ingest(tmp_path, store_dsn, str(src), repo, project, "--json").stdout)
     assert again["incomplete_last_lines"] == []
     assert again["nodes"] == {"L0": 1, "L1": 1, "L2": 0}
 
@@ -289,16 +277,7 @@ def test_a_malformed_line_in_the_middle_still_rejects(
     lines[5] = lines[5][: len(lines[5]) // 2]  # a line cut short, with lines after it
     src = tmp_path / f"{SESSION_ID}.jsonl"
     src.write_text("".join(f"{line}\n" for line in lines))
-    done = mem(
-        tmp_path,
-        store_dsn,
-        "ingest",
-        str(src),
-        "--repo",
-        str(repo.root),
-        "--project",
-        project.value,
-    )
+    done = ingest(tmp_path, store_dsn, str(src), repo, project)
     assert done.returncode == 2, done.stderr
     assert f"{src}:6: not valid JSON" in done.stderr
     assert "incomplete last line" not in done.stderr
@@ -318,17 +297,7 @@ def test_a_torn_last_line_of_generic_jsonl(
     session(repo)  # for the commit
     src = tmp_path / "notes.jsonl"
     src.write_text(json.dumps(node) + '\n{"type": "node", "level": "L0", "te')
-    done = mem(
-        tmp_path,
-        store_dsn,
-        "ingest",
-        str(src),
-        "--repo",
-        str(repo.root),
-        "--project",
-        project.value,
-        "--json",
-    )
+    done = ingest(tmp_path, store_dsn, str(src), repo, project, "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["incomplete_last_lines"] == [f"{src}:2"]
@@ -371,16 +340,9 @@ def test_bad_records_are_listed_in_line_order(
     )
     other = tmp_path / "also-bad.jsonl"
     other.write_text('{"type": "node", "level": "L9", "query_id": "q", "text": "x"}\n')
+    paths = (str(src), str(other))  # in this order on the command line
     done = mem(
-        tmp_path,
-        store_dsn,
-        "ingest",
-        str(src),
-        str(other),
-        "--repo",
-        str(repo.root),
-        "--project",
-        project.value,
+        tmp_path, store_dsn, "ingest", *paths, "--repo", str(repo.root), "--project", project.value
     )
     assert done.returncode == 2, done.stderr
     listed = [line.strip() for line in done.stderr.splitlines()[1:]]
@@ -449,11 +411,10 @@ def test_edits_that_changed_nothing_are_counted_as_such(
     t.assistant("a6", text("Line 20 was fine as it was."))
     src = tmp_path / f"{SESSION_ID}.jsonl"
     src.write_text("".join(f"{line}\n" for line in t.lines()))
-    args = ("ingest", str(src), "--repo", str(repo.root), "--project", project.value)
-    done = mem(tmp_path, store_dsn, *args, "--json")
+    done = ingest(tmp_path, store_dsn, str(src), repo, project, "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert (summary["noop_edits"], summary["unanchored_edits"], summary["anchors"]) == (3, 0, 1)
-    shown = mem(tmp_path, store_dsn, *args).stdout
+    shown = ingest(tmp_path, store_dsn, str(src), repo, project).stdout
     assert "edits that changed nothing (no lines to anchor): 3" in shown
     assert "left unanchored" not in shown

@@ -201,21 +201,21 @@ async def cli(two: Projects, key: str) -> AsyncIterator[Asker]:
     yield ask
 
 
-@pytest.fixture(scope="module")
-def http_servers(two: Projects) -> Iterator[dict[str, str]]:
-    """A `mem http` for each project: project key -> base URL."""
+@contextlib.contextmanager
+def _http_per_project(two: Projects, label: str, *repo: str) -> Iterator[dict[str, str]]:
+    """A `mem http` for each project (serving the work trees ``repo``): key -> base URL."""
     servers: list[subprocess.Popen[bytes]] = []
     bases: dict[str, str] = {}
     try:
         for key, project in two.ids.items():
             port = _free_port()
-            log = two.root / f"http-{key}.log"
+            log = two.root / f"http-{label}-{key}.log"
             with log.open("wb") as err:
                 server = subprocess.Popen(
                     [sys.executable, "-m", "poimen_memory.cli", "--dsn", two.dsn, "http",
-                     "--repo", str(two.kong.root), "--project", project, "--port", str(port)],
-                    env={**two.env, "POIMEN_CACHE_DIR": str(two.root / f"cache-http-{key}")},
-                    stdout=subprocess.DEVNULL, stderr=err,
+                     *repo, "--project", project, "--port", str(port)],
+                    env={**two.env, "POIMEN_CACHE_DIR": str(two.root / f"cache-{label}-{key}")},
+                    cwd=two.root, stdout=subprocess.DEVNULL, stderr=err,
                 )  # fmt: skip
             servers.append(server)
             bases[key] = f"http://127.0.0.1:{port}"
@@ -225,6 +225,13 @@ def http_servers(two: Projects) -> Iterator[dict[str, str]]:
         for server in servers:
             server.terminate()
             server.wait(10)
+
+
+@pytest.fixture(scope="module")
+def http_servers(two: Projects) -> Iterator[dict[str, str]]:
+    """A `mem http` for each project, serving the repository's work tree."""
+    with _http_per_project(two, "tree", "--repo", str(two.kong.root)) as bases:
+        yield bases
 
 
 @asynccontextmanager
@@ -363,29 +370,9 @@ async def test_hover_and_code_lenses_show_only_their_projects_memories(
 
 @pytest.fixture(scope="module")
 def http_without_checkouts(two: Projects) -> Iterator[dict[str, str]]:
-    """A `mem http` for each project with no work tree at all (a team server with no clone):
-    project key -> base URL."""
-    servers: list[subprocess.Popen[bytes]] = []
-    bases: dict[str, str] = {}
-    try:
-        for key, project in two.ids.items():
-            port = _free_port()
-            log = two.root / f"http-bare-{key}.log"
-            with log.open("wb") as err:
-                server = subprocess.Popen(
-                    [sys.executable, "-m", "poimen_memory.cli", "--dsn", two.dsn, "http",
-                     "--project", project, "--port", str(port)],
-                    env={**two.env, "POIMEN_CACHE_DIR": str(two.root / f"cache-bare-{key}")},
-                    cwd=two.root, stdout=subprocess.DEVNULL, stderr=err,
-                )  # fmt: skip
-            servers.append(server)
-            bases[key] = f"http://127.0.0.1:{port}"
-            wait_until_healthy(bases[key], server, log)
+    """A `mem http` for each project with no work tree at all (a team server with no clone)."""
+    with _http_per_project(two, "bare") as bases:
         yield bases
-    finally:
-        for server in servers:
-            server.terminate()
-            server.wait(10)
 
 
 @pytest.mark.parametrize("key", list(PROJECTS))
