@@ -37,6 +37,8 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 # client keeps its stdin open, a request that hangs) is cut short, the embedded Postgres
 # released first.
 GRACE_S = 5.0
+# How long leaving on a signal waits for the embedded Postgres to be released.
+RELEASE_S = 20.0
 # Commands that leave at once: the language server has nothing to finish (each lookup or
 # remembered line is one transaction, which Postgres rolls back when cut), and the thread
 # reading its stdin cannot be interrupted, so a shutdown would wait for its client.
@@ -123,11 +125,12 @@ def _leave_later(signum: int) -> None:
 
 
 def _leave_now(signum: int) -> None:
-    """Release the embedded Postgres, then exit without waiting for anything else."""
-    try:
-        release_embedded()
-    finally:
-        os._exit(128 + signum)
+    """Release the embedded Postgres (for at most RELEASE_S: a server still starting may not
+    stop at once), then exit without waiting for anything else."""
+    releasing = threading.Thread(target=release_embedded, daemon=True)
+    releasing.start()
+    releasing.join(RELEASE_S)
+    os._exit(128 + signum)
 
 
 def _fail(message: str, status: int) -> int:
