@@ -174,8 +174,6 @@ def remember(
         )
         for run in waiting
     ]
-    if pending:
-        store.require_pending()
     known = store.node_levels(project, {l0.sha256})
     nodes = [n for n in (l1, l0) if n is not None]
     store.expire_pending()

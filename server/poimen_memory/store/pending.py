@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from poimen_memory.domain import CommitSha, PendingAnchor, ProjectId, RepoId, Sha256Hash
-from poimen_memory.errors import StoreUnavailable
 from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import query
 
@@ -26,32 +25,14 @@ def pending_count(conn: Connection) -> int:
 
 
 class PendingReads:
-    """The store's pending anchors, on its connector. On a schema older than migration 6
-    there are none: reads answer nothing (lookups go on), and ``require_pending`` says to
-    migrate."""
+    """The store's pending anchors, on its connector (whose schema check guarantees the table:
+    an older schema is SchemaMissing, naming `mem db migrate`, before any of these runs)."""
 
     _connector: Connector
-    _pending_known: bool = False
-
-    def _has_pending(self, conn: Connection) -> bool:
-        if not self._pending_known:
-            self._pending_known = _present(conn)
-        return self._pending_known
-
-    def require_pending(self) -> None:
-        """StoreUnavailable naming ``mem db migrate`` when the schema has no pending anchors."""
-        with self._connector.connection() as conn:
-            if not self._has_pending(conn):
-                raise StoreUnavailable(
-                    "the store's schema is older than this version (no pending anchors): "
-                    "run `mem db migrate`"
-                )
 
     def pending_files(self, project: ProjectId, repo: RepoId) -> set[str]:
         """The files of ``repo`` where some node of ``project`` waits for its lines."""
         with self._connector.connection() as conn:
-            if not self._has_pending(conn):
-                return set()
             rows = conn.execute(
                 query("pending_files"), {"project": project, "repo": repo}
             ).fetchall()
@@ -60,16 +41,12 @@ class PendingReads:
     def pending_repos(self, project: ProjectId | None = None) -> list[tuple[ProjectId, RepoId]]:
         """Every (project, repository) with pending anchors (of ``project``, or of any)."""
         with self._connector.connection() as conn:
-            if not self._has_pending(conn):
-                return []
             rows = conn.execute(query("pending_repos"), {"project": project}).fetchall()
         return [(ProjectId(r["project"]), RepoId(r["repo"])) for r in rows]
 
     def pending_in_file(self, project: ProjectId, repo: RepoId, file: str) -> list[PendingAnchor]:
         """The pending anchors of ``file``, oldest first; expired ones are left out."""
         with self._connector.connection() as conn:
-            if not self._has_pending(conn):
-                return []
             rows = conn.execute(
                 query("pending_in_file"), {"project": project, "repo": repo, "file": file}
             ).fetchall()
@@ -91,7 +68,5 @@ class PendingReads:
     def expire_pending(self) -> int:
         """Delete the pending anchors past their time; how many went."""
         with self._connector.connection() as conn, conn.cursor() as cur:
-            if not self._has_pending(conn):
-                return 0
             cur.execute(query("expire_pending"))
             return max(cur.rowcount, 0)
