@@ -12,9 +12,10 @@ from pathlib import Path
 from poimen_memory.domain import ProjectId
 from poimen_memory.gitio import BlameCache
 from poimen_memory.gitio.cache import default_cache_path
-from poimen_memory.lookup import checkouts, errors, requests, results, service
+from poimen_memory.lookup import checkouts, errors, project, requests, results, service
 from poimen_memory.lookup.checkouts import *  # noqa: F403  (the package's API, as listed below)
 from poimen_memory.lookup.errors import *  # noqa: F403
+from poimen_memory.lookup.project import *  # noqa: F403
 from poimen_memory.lookup.requests import *  # noqa: F403
 from poimen_memory.lookup.results import *  # noqa: F403
 from poimen_memory.lookup.service import *  # noqa: F403
@@ -23,6 +24,7 @@ from poimen_memory.store import Store
 __all__ = ["build_service", "new_checkouts"]
 __all__ += checkouts.__all__
 __all__ += errors.__all__
+__all__ += project.__all__
 __all__ += requests.__all__
 __all__ += results.__all__
 __all__ += service.__all__

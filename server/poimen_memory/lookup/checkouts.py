@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from poimen_memory.domain import ContentError, ProjectId, RepoId
+from poimen_memory.domain import ProjectId, RepoId
 from poimen_memory.gitio import (
     BlameCache,
     Blamer,
@@ -25,7 +23,7 @@ from poimen_memory.lookup.requests import WorkTreePath
 from poimen_memory.lookup.shared_blames import SharedBlameGate, StoreSharedBlames
 from poimen_memory.store import Store
 
-__all__ = ["Checkouts", "project_for"]
+__all__ = ["Checkouts"]
 
 
 class Checkouts:
@@ -162,24 +160,3 @@ class Checkouts:
         """Identities of the known checkouts."""
         with self._lock:
             return sorted(self._by_id)
-
-
-# What a project id may not hold, and may not start with (domain.ids.IDENT_PATTERN).
-_NOT_IN_PROJECT = re.compile(r"[^A-Za-z0-9._:@/+=-]+")
-_NOT_FIRST_IN_PROJECT = re.compile(r"^[^A-Za-z0-9]+")
-
-
-def project_for(repo: RepoId) -> ProjectId:
-    """The project a repository's memories go to when none is configured: its last path
-    segment (``github.com/org/poimen`` -> ``poimen``), made a valid project id the same way
-    every time: each run of characters a project id cannot hold becomes ``-``, and what
-    cannot start one is dropped (``org/.github`` -> ``github``, ``_infra`` -> ``infra``,
-    ``a~b`` -> ``a-b``). A name with nothing valid in it gets ``repo-`` and 12 hex digits of
-    the identity's sha256. Never a shared placeholder."""
-    name = repo.value.rstrip("/").rsplit("/", 1)[-1]
-    cleaned = _NOT_FIRST_IN_PROJECT.sub("", _NOT_IN_PROJECT.sub("-", name))[:128].rstrip("-")
-    try:
-        return ProjectId(cleaned)
-    except ContentError:
-        digest = hashlib.sha256(repo.value.encode("utf-8", "surrogateescape")).hexdigest()
-        return ProjectId(f"repo-{digest[:12]}")

@@ -28,10 +28,11 @@ from poimen_memory.gitio import (
     Untracked,
     map_buffer_to_head,
 )
-from poimen_memory.lookup.checkouts import Checkouts, project_for
+from poimen_memory.lookup.checkouts import Checkouts
 from poimen_memory.lookup.earlier import earlier_versions
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
 from poimen_memory.lookup.origins import match_evidence, origin_runs
+from poimen_memory.lookup.project import project_for
 from poimen_memory.lookup.requests import (
     MAX_LINE,
     ByAuthorRequest,
