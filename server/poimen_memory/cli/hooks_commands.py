@@ -13,7 +13,6 @@ from typing import Any
 
 from poimen_memory import hooks
 from poimen_memory.cli.errors import UsageError
-from poimen_memory.errors import ConfigError
 from poimen_memory.gitio import GitError, GitRepo
 from poimen_memory.settings import load_settings, redact_dsn
 
@@ -102,21 +101,11 @@ def hooks_run(args: argparse.Namespace) -> int:
 
 
 def _scope_status(args: argparse.Namespace, scope: hooks.Scope) -> dict[str, Any]:
-    status: dict[str, Any] = {"path": None, "installed": False, "events": [], "commands": []}
     try:
         path = _settings_file(args, scope)
-        status["path"] = str(path)
-        found = hooks.installed_commands(path)
-    except (UsageError, ConfigError) as exc:
-        return {**status, "error": str(exc)}
-    commands = [command for event in found.values() for command in event]
-    return {
-        **status,
-        "installed": bool(found),
-        "events": list(found),
-        "commands": list(dict.fromkeys(commands)),
-        "error": None,
-    }
+    except UsageError as exc:
+        return hooks.scope_status(None, str(exc))
+    return hooks.scope_status(path)
 
 
 def hooks_status(args: argparse.Namespace) -> int:
@@ -130,29 +119,7 @@ def hooks_status(args: argparse.Namespace) -> int:
         report = {"agent": hooks.AGENT, "scopes": statuses, "log": str(hooks.log_path())}
         print(json.dumps({**report, "runs": runs}, indent=2))
         return 0
-    print(f"{hooks.AGENT} hook")
-    for scope, status in statuses.items():
-        if status["error"]:
-            print(f"  {scope:<8} unknown: {status['error']}")
-            continue
-        events = status["events"]
-        state = "not installed"
-        if events:
-            partial = len(events) < len(hooks.EVENTS)
-            state = f"installed ({', '.join(events)}{' only' if partial else ''})"
-        print(f"  {scope:<8} {state}  {status['path']}")
-        for command in status["commands"]:
-            print(f"  {'':<8} runs: {command}")
-    print(f"log  {hooks.log_path()}")
-    if not runs:
-        print("  no runs yet")
-    for run in runs:
-        where = f"  ({run['transcript']})" if run.get("transcript") else ""
-        when = str(run.get("time", "")).replace("+00:00", "Z")
-        event = run.get("event", "")
-        print(
-            f"  {when:<20} {event:<10} {run.get('outcome', '?'):<7} {run.get('message', '')}{where}"
-        )
+    print(hooks.render_status(statuses, runs, hooks.log_path()), end="")
     return 0
 
 

@@ -1,0 +1,76 @@
+"""The payload Claude Code writes on the hook's stdin: which event, which session, where its
+transcript is; read strictly, as the hook has nobody to ask."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PAYLOAD_MAX_BYTES", "HookInputError", "HookPayload", "parse_payload"]
+
+PAYLOAD_MAX_BYTES = 1_000_000
+
+
+class HookInputError(ValueError):
+    """The payload on stdin is not one a Claude Code hook sends."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookPayload:
+    """What the hook is told: which event, which session, where its transcript is."""
+
+    transcript: Path
+    cwd: Path
+    event: str = "?"
+    session: str = ""
+    reason: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """The payload as the worker reads it back."""
+        return {
+            "transcript_path": str(self.transcript),
+            "cwd": str(self.cwd),
+            "hook_event_name": self.event,
+            "session_id": self.session,
+            "reason": self.reason,
+        }
+
+
+def _text(body: Mapping[str, Any], key: str) -> str:
+    value = body.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def parse_payload(raw: bytes | str) -> HookPayload:
+    """The hook's payload; HookInputError saying what is wrong with it."""
+    if not raw.strip():
+        raise HookInputError("no payload on stdin (Claude Code writes one for each event)")
+    if len(raw) > PAYLOAD_MAX_BYTES:
+        raise HookInputError(f"payload over {PAYLOAD_MAX_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        body = json.loads(text)
+    except UnicodeDecodeError:
+        raise HookInputError("payload is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise HookInputError(f"payload is not JSON: {exc.msg} at char {exc.pos}") from None
+    if not isinstance(body, dict):
+        raise HookInputError(f"payload is a JSON {type(body).__name__}, expected an object")
+    transcript = _text(body, "transcript_path")
+    if not transcript:
+        raise HookInputError("payload has no transcript_path")
+    path = Path(transcript).expanduser()
+    if not path.is_file():
+        raise HookInputError(f"transcript_path: no such file {path}")
+    cwd = _text(body, "cwd") or os.getcwd()
+    return HookPayload(
+        transcript=path.absolute(),
+        cwd=Path(cwd).expanduser().absolute(),
+        event=_text(body, "hook_event_name") or "?",
+        session=_text(body, "session_id"),
+        reason=_text(body, "reason"),
+    )

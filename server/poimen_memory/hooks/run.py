@@ -1,0 +1,162 @@
+"""Running the hook: ``mem hooks run claude-code`` reads the payload, starts a detached worker
+(``--wait``) and returns at once; the worker ingests the session's transcript, one run per
+transcript at a time, and logs what it did. Nothing is
+ever raised to the agent: every outcome is a line in the log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from poimen_memory.domain import ProjectId
+from poimen_memory.hooks.claude import HOOK_WORDS
+from poimen_memory.hooks.payload import HookInputError, HookPayload, parse_payload
+from poimen_memory.hooks.state import (
+    locked,
+    log_path,
+    prune_locks,
+    transcript_locks,
+    write_log,
+)
+from poimen_memory.ingest import Format, IngestOptions, IngestSummary, ingest
+from poimen_memory.lookup import NotInRepository, new_checkouts, project_for
+from poimen_memory.settings import load_settings, redact_dsn
+from poimen_memory.wiring import open_store
+
+__all__ = ["LOCK_WAIT_S", "run_hook"]
+
+# How long a worker waits for the run of the same transcript before it to finish.
+LOCK_WAIT_S = 900.0
+
+
+def _one_line(exc: BaseException, dsn: str | None) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return redact_dsn(text, dsn)
+
+
+def _described(payload: HookPayload | None) -> dict[str, Any]:
+    if payload is None:
+        return {"event": "?"}
+    described = {
+        "event": payload.event,
+        "session": payload.session,
+        "transcript": str(payload.transcript),
+        "cwd": str(payload.cwd),
+    }
+    if payload.reason:
+        described["reason"] = payload.reason
+    return described
+
+
+def run_hook(raw: bytes, *, project: str | None, dsn: str | None, wait: bool) -> None:
+    """What ``mem hooks run claude-code`` does with the payload ``raw``: with ``wait``, ingest
+    the transcript here; else start a detached worker doing so and return at once. Every
+    outcome is logged; nothing is raised, nothing printed."""
+    payload = None
+    try:
+        payload = parse_payload(raw)
+        if wait:
+            _ingest_logged(payload, project, dsn)
+        else:
+            _detach(payload, project, dsn)
+    except Exception as exc:  # the agent must never see the hook fail
+        kind = "" if isinstance(exc, HookInputError) else f"{type(exc).__name__}: "
+        message = kind + _one_line(exc, dsn or os.environ.get("POIMEN_DSN"))
+        write_log({**_described(payload), "outcome": "error", "message": message})
+
+
+def _detach(payload: HookPayload, project: str | None, dsn: str | None) -> None:
+    """Start ``mem hooks run claude-code --wait`` in a new session, the payload on its stdin,
+    its stray output into the log; do not wait for it."""
+    log = log_path()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env |= {"POIMEN_PROJECT": project} if project else {}
+    env |= {"POIMEN_DSN": dsn} if dsn else {}
+    argv = [sys.executable, "-m", "poimen_memory.cli", *HOOK_WORDS, "--wait"]
+    with log.open("ab") as output:
+        worker = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=output,
+            stderr=output,
+            cwd=payload.cwd if payload.cwd.is_dir() else None,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    assert worker.stdin is not None
+    with worker.stdin:
+        worker.stdin.write(json.dumps(payload.to_json()).encode("utf-8"))
+
+
+def _ingest_logged(payload: HookPayload, project: str | None, dsn: str | None) -> None:
+    """Ingest the transcript and log the outcome, one run per transcript at a time. A run that
+    finds another already waiting for the same transcript leaves it to that one, which reads
+    the transcript later than this event anyway."""
+    waiting, running_lock = transcript_locks(payload.transcript)
+    described = _described(payload)
+    with contextlib.ExitStack() as running:
+        with locked(waiting, wait=None) as first:
+            if not first:
+                message = "another run for this transcript is waiting; left to it"
+                write_log({**described, "outcome": "skipped", "message": message})
+                return
+            if not running.enter_context(locked(running_lock, wait=LOCK_WAIT_S)):
+                message = f"the run before this one still runs after {LOCK_WAIT_S:.0f}s"
+                write_log({**described, "outcome": "error", "message": message})
+                return
+        started = time.monotonic()
+        try:
+            summary, used = _ingest(payload, project, dsn)
+        except NotInRepository as exc:
+            message = f"not ingested, no git work tree: {exc}"
+            write_log({**described, "outcome": "skipped", "message": message})
+            return
+        seconds = round(time.monotonic() - started, 2)
+        write_log({**described, **_counts(summary, used), "seconds": seconds})
+    prune_locks(waiting.parent)
+
+
+def _ingest(
+    payload: HookPayload, project: str | None, dsn: str | None
+) -> tuple[IngestSummary, ProjectId]:
+    settings = load_settings({"project": project, "dsn": dsn})
+    identity, _ = new_checkouts().add(payload.cwd, field_name="cwd")
+    used = project_for(identity) if settings.project is None else ProjectId(settings.project)
+    options = IngestOptions(
+        project=used,
+        repo_dir=payload.cwd,
+        format=Format.CLAUDE_CODE,
+        skip_bad=True,
+        redact=True,
+    )
+    with open_store(settings.dsn) as store:
+        return ingest([payload.transcript], store, options), used
+
+
+def _counts(summary: IngestSummary, project: ProjectId) -> dict[str, Any]:
+    nodes = sum(summary.nodes_by_level.values())
+    written = summary.written
+    message = (
+        f"{nodes} nodes ({written.nodes} new), {summary.anchors} anchors "
+        f"({written.anchors} new) into project {project}"
+    )
+    if summary.skipped:
+        message += f"; {len(summary.skipped)} bad record(s) skipped"
+    return {
+        "outcome": "ok",
+        "message": message,
+        "project": project.value,
+        "repo": summary.repo.value,
+        "nodes": nodes,
+        "new_nodes": written.nodes,
+        "anchors": summary.anchors,
+        "new_anchors": written.anchors,
+        "bad_records": len(summary.skipped),
+    }
