@@ -311,6 +311,62 @@ def test_user_scope_writes_under_home(cli: Run, home: Path, tmp_path: Path) -> N
     assert json.loads((home / ".claude" / "settings.json").read_text()) == {}
 
 
+def test_install_writes_a_project_only_when_this_command_or_its_environment_names_one(
+    cli: Run, in_home: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The installer decides the project by the one rule; a project from the config file or the
+    repository is decided again by each run (by the same rule), so it is not written."""
+    kong = kong_repo(tmp_path / "checkout", remote="https://github.com/acme/widgets.git")
+    base = f"{shlex.quote(MEM)} hooks run claude-code"
+
+    def installed() -> str:
+        (command,) = our_commands(json.loads(settings_of(kong.root).read_text()), "Stop")
+        return command
+
+    done = cli("hooks", "install", "claude-code", cwd=kong.root)
+    assert done.returncode == 0, done.stderr
+    assert installed() == f"{base} || true"
+    assert (
+        "memories go to project widgets (from repository github.com/acme/widgets; decided again "
+        "at each run" in done.stdout
+    )
+
+    Path(in_home["POIMEN_CONFIG"]).write_text('project = "team"\n')
+    done = cli("hooks", "install", "claude-code", cwd=kong.root)
+    assert "nothing changed" in done.stdout
+    assert installed() == f"{base} || true"
+    assert f"project team (from config file {in_home['POIMEN_CONFIG']};" in done.stdout
+
+    monkeypatch.setenv("POIMEN_PROJECT", "mine")
+    done = cli("hooks", "install", "claude-code", cwd=kong.root)
+    assert installed() == f"{base} --project mine || true"
+    assert "project mine (from POIMEN_PROJECT; in the command)" in done.stdout
+
+    done = cli("hooks", "install", "claude-code", "--project", "app", cwd=kong.root)
+    assert installed() == f"{base} --project app || true"
+    assert "project app (from --project; in the command)" in done.stdout
+
+    monkeypatch.delenv("POIMEN_PROJECT")
+    Path(in_home["POIMEN_CONFIG"]).unlink()
+    done = cli("hooks", "install", "claude-code", "--scope", "user", cwd=kong.root)
+    assert done.returncode == 0, done.stderr
+    assert "memories go to each session's project" in done.stdout  # no one repository here
+
+    done = cli("mcp", "install", "claude-code", cwd=kong.root)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads((kong.root / ".mcp.json").read_text())["mcpServers"]["poimen-memory"]
+    assert "--project" not in entry["args"]
+    assert "project widgets (from repository github.com/acme/widgets;" in done.stdout
+
+
+def test_install_refuses_a_bad_project_setting(
+    cli: Run, in_home: dict[str, str], monkeypatch: pytest.MonkeyPatch, repo: FixtureRepo
+) -> None:
+    monkeypatch.setenv("POIMEN_PROJECT", "not a project!")
+    one_line_error(cli("hooks", "install", "claude-code", cwd=repo.root), "POIMEN_PROJECT")
+    assert not settings_of(repo.root).exists()
+
+
 def test_hooks_without_an_action_is_bad_input(cli: Run, tmp_path: Path) -> None:
     one_line_error(cli("hooks", cwd=tmp_path), "mem hooks --help")
 
@@ -396,6 +452,7 @@ def test_the_installed_hook_ingests_the_session_in_the_background(
     assert first["outcome"] == "ok", first
     assert (first["nodes"], first["new_nodes"], first["anchors"]) == (6, 6, 2)
     assert first["project"] == project
+    assert first["project_source"] == "--project"  # the hook's own, handed to its worker
     assert first["transcript"] == str(transcript)
     assert node_count(store_dsn, project) == 6
 
@@ -452,6 +509,8 @@ def test_wait_mode_takes_the_project_from_the_repository(
     (entry,) = hooks.read_log()
     assert entry["outcome"] == "ok", entry
     assert entry["project"] == entry["repo"].rsplit("/", 1)[-1]  # github.com/org/kong-...
+    assert entry["project_source"] == f"repository {entry['repo']}"
+    assert f"into project {entry['project']} (from repository {entry['repo']})" in entry["message"]
     assert node_count(store_dsn, entry["project"]) == 6
 
 

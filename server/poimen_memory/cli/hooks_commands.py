@@ -1,5 +1,9 @@
 """``mem hooks ...`` and ``mem mcp install``: capture Claude Code sessions as they end, and
-register the MCP server with Claude Code. The work is in ``poimen_memory.hooks``."""
+register the MCP server with Claude Code. The work is in ``poimen_memory.hooks``.
+
+The project an installed command files memories under is decided by the one rule,
+``lookup.decide_project``; the installer writes it into the command only when the rule took
+it from this command line or ``POIMEN_PROJECT`` (see ``hooks.written_project``)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ from typing import Any
 
 from poimen_memory import hooks
 from poimen_memory.cli.errors import UsageError
+from poimen_memory.domain import RepoId
 from poimen_memory.gitio import GitError, GitRepo
+from poimen_memory.lookup import ProjectChoice, decide_project
 from poimen_memory.settings import load_settings, redact_dsn
 
 __all__ = [
@@ -48,18 +54,38 @@ def _settings_file(args: argparse.Namespace, scope: hooks.Scope) -> Path:
     return hooks.settings_path(scope, root)
 
 
+def _identity(root: Path | None) -> RepoId | None:
+    """The repository identity of the work tree at ``root`` (None: none, or git cannot say)."""
+    if root is None:
+        return None
+    try:
+        return GitRepo.discover(root).identity()
+    except GitError:
+        return None
+
+
+def _choose_project(args: argparse.Namespace, root: Path | None) -> ProjectChoice:
+    """The project the installed command's runs get by the one rule, as far as it is known
+    here: ``--project``, ``POIMEN_PROJECT``, the config file, else the repository at ``root``
+    (none for the user scope without ``--repo``). A bad setting is a ConfigError now."""
+    settings = load_settings({"project": _option(args, "project"), "dsn": _option(args, "dsn")})
+    return decide_project(settings, repo=_identity(root))
+
+
 def _warn_secret(dsn: str | None, path: Path) -> None:
     if dsn and redact_dsn(dsn, dsn) != dsn:
         print(f"mem: warning: the --dsn password is written into {path}", file=sys.stderr)
 
 
-def _carry_out(change: hooks.Change, dry_run: bool) -> int:
+def _carry_out(change: hooks.Change, dry_run: bool, note: str | None = None) -> int:
     if dry_run:
         print(change.diff(), end="")
         print(f"{change.message} (dry run: nothing written)")
-        return 0
-    change.apply()
-    print(change.message)
+    else:
+        change.apply()
+        print(change.message)
+    if note:
+        print(note)
     return 0
 
 
@@ -71,13 +97,14 @@ def hooks_missing_command(args: argparse.Namespace) -> int:
 def hooks_install(args: argparse.Namespace) -> int:
     """Add the hook that ingests each Claude Code session to its settings."""
     scope = _scope(args)
-    path = _settings_file(args, scope)
-    settings = load_settings({"project": _option(args, "project"), "dsn": _option(args, "dsn")})
+    root = _project_root(_option(args, "repo")) if scope == "project" else None
+    path = hooks.settings_path(scope, root)
+    choice = _choose_project(args, root)
     dsn = _option(args, "dsn")  # only a DSN given here: one from the environment stays there
-    command = hooks.hook_command(hooks.mem_invocation(), settings.project, dsn)
+    command = hooks.hook_command(hooks.mem_invocation(), hooks.written_project(choice), dsn)
     change = hooks.plan_hooks_install(path, command)
     _warn_secret(dsn, path)
-    return _carry_out(change, args.dry_run)
+    return _carry_out(change, args.dry_run, hooks.project_note(choice))
 
 
 def hooks_uninstall(args: argparse.Namespace) -> int:
@@ -130,8 +157,8 @@ def mcp_install(args: argparse.Namespace) -> int:
     root = _project_root(repo) if scope == "project" or repo else None
     path = hooks.mcp_config_path(scope, root)
     dsn = _option(args, "dsn")
-    load_settings({"project": _option(args, "project"), "dsn": dsn})  # a bad value says so now
-    entry = hooks.mcp_entry(hooks.mem_invocation(), root, _option(args, "project"), dsn)
+    choice = _choose_project(args, root)
+    entry = hooks.mcp_entry(hooks.mem_invocation(), root, hooks.written_project(choice), dsn)
     change = hooks.plan_mcp_install(path, entry)
     _warn_secret(dsn, path)
-    return _carry_out(change, args.dry_run)
+    return _carry_out(change, args.dry_run, hooks.project_note(choice))

@@ -5,10 +5,10 @@ server the same way.
 - ``claude``: Claude Code's events and where its settings files are;
 - ``jsonfile``: reading its JSON settings files and writing them atomically, as a ``Change``;
 - ``installers``: the hook command and the MCP entry, merged into (or removed from) those
-  files, every other key, hook and server kept as it was;
+  files, every other key, hook and server kept as it was; which project to write into them;
 - ``payload``: the payload Claude Code writes on the hook's stdin;
 - ``run``: the hook returns at once and a detached worker ingests the transcript, one run per
-  transcript at a time;
+  transcript at a time, into the project ``lookup.decide_project`` names;
 - ``state``: the log, one JSON line per run under the user's cache directory, bounded in size,
   and the transcripts' lock files;
 - ``status``: what ``mem hooks status`` reports.

@@ -25,6 +25,7 @@ from poimen_memory.hooks.jsonfile import (
     render,
     unchanged,
 )
+from poimen_memory.lookup import ProjectChoice
 
 __all__ = [
     "hook_command",
@@ -35,7 +36,15 @@ __all__ = [
     "plan_hooks_install",
     "plan_hooks_uninstall",
     "plan_mcp_install",
+    "project_note",
+    "written_project",
 ]
+
+# Where a project comes from that the command must carry: the installer's own command line,
+# and its environment, which the agent's may not be. One from the config file, or derived from
+# the repository, is left to the run, which decides it by the same rule.
+_CARRIED = ("request", "--project", "POIMEN_PROJECT")
+
 
 # -- the command the hook runs ----------------------------------------------------------------
 
@@ -197,6 +206,30 @@ def installed_commands(path: Path) -> dict[str, list[str]]:
         for event in EVENTS
         if any(True for _ in _ours_in(table.get(event) or []))
     }
+
+
+def written_project(choice: ProjectChoice) -> str | None:
+    """The project to write into an installed command, given the installer's choice (from
+    ``lookup.decide_project``): the one named on its command line or by ``POIMEN_PROJECT``;
+    None leaves the choice to each run (config file, else the repository's identity)."""
+    if choice.project is None or choice.source not in _CARRIED:
+        return None
+    return choice.project.value
+
+
+def project_note(choice: ProjectChoice) -> str:
+    """A sentence saying which project the installed command files memories under, and why."""
+    if choice.project is None:
+        return (
+            "memories go to each session's project: POIMEN_PROJECT or the config file when it "
+            "runs, else the one derived from its repository"
+        )
+    if written_project(choice) is not None:
+        return f"memories go to project {choice.project} (from {choice.source}; in the command)"
+    return (
+        f"memories go to project {choice.project} (from {choice.source}; decided again at each "
+        "run, as every surface does)"
+    )
 
 
 # -- the MCP server entry ---------------------------------------------------------------------

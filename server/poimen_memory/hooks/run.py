@@ -1,6 +1,6 @@
 """Running the hook: ``mem hooks run claude-code`` reads the payload, starts a detached worker
-(``--wait``) and returns at once; the worker ingests the session's transcript, one run per
-transcript at a time, and logs what it did. Nothing is
+(``--wait``) and returns at once; the worker ingests the session's transcript into the project
+``decide_project`` names, one run per transcript at a time, and logs what it did. Nothing is
 ever raised to the agent: every outcome is a line in the log."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import sys
 import time
 from typing import Any
 
-from poimen_memory.domain import ProjectId
 from poimen_memory.hooks.claude import HOOK_WORDS
 from poimen_memory.hooks.payload import HookInputError, HookPayload, parse_payload
 from poimen_memory.hooks.state import (
@@ -24,7 +23,7 @@ from poimen_memory.hooks.state import (
     write_log,
 )
 from poimen_memory.ingest import Format, IngestOptions, IngestSummary, ingest
-from poimen_memory.lookup import NotInRepository, new_checkouts, project_for
+from poimen_memory.lookup import NotInRepository, ProjectChoice, decide_project, new_checkouts
 from poimen_memory.settings import load_settings, redact_dsn
 from poimen_memory.wiring import open_store
 
@@ -55,8 +54,9 @@ def _described(payload: HookPayload | None) -> dict[str, Any]:
 
 def run_hook(raw: bytes, *, project: str | None, dsn: str | None, wait: bool) -> None:
     """What ``mem hooks run claude-code`` does with the payload ``raw``: with ``wait``, ingest
-    the transcript here; else start a detached worker doing so and return at once. Every
-    outcome is logged; nothing is raised, nothing printed."""
+    the transcript here; else start a detached worker doing so and return at once. ``project``
+    is the hook's ``--project`` (the first choice of ``decide_project``). Every outcome is
+    logged; nothing is raised, nothing printed."""
     payload = None
     try:
         payload = parse_payload(raw)
@@ -72,13 +72,15 @@ def run_hook(raw: bytes, *, project: str | None, dsn: str | None, wait: bool) ->
 
 def _detach(payload: HookPayload, project: str | None, dsn: str | None) -> None:
     """Start ``mem hooks run claude-code --wait`` in a new session, the payload on its stdin,
-    its stray output into the log; do not wait for it."""
+    its stray output into the log; do not wait for it. The worker gets the hook's
+    ``--project`` as its own, so it decides (and logs) the project the same way; a DSN goes
+    through the environment, out of the process list."""
     log = log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env |= {"POIMEN_PROJECT": project} if project else {}
     env |= {"POIMEN_DSN": dsn} if dsn else {}
-    argv = [sys.executable, "-m", "poimen_memory.cli", *HOOK_WORDS, "--wait"]
+    options = [f"--project={project}"] if project else []
+    argv = [sys.executable, "-m", "poimen_memory.cli", *HOOK_WORDS, "--wait", *options]
     with log.open("ab") as output:
         worker = subprocess.Popen(
             argv,
@@ -113,46 +115,51 @@ def _ingest_logged(payload: HookPayload, project: str | None, dsn: str | None) -
                 return
         started = time.monotonic()
         try:
-            summary, used = _ingest(payload, project, dsn)
+            summary, choice = _ingest(payload, project, dsn)
         except NotInRepository as exc:
             message = f"not ingested, no git work tree: {exc}"
             write_log({**described, "outcome": "skipped", "message": message})
             return
         seconds = round(time.monotonic() - started, 2)
-        write_log({**described, **_counts(summary, used), "seconds": seconds})
+        write_log({**described, **_counts(summary, choice), "seconds": seconds})
     prune_locks(waiting.parent)
 
 
 def _ingest(
     payload: HookPayload, project: str | None, dsn: str | None
-) -> tuple[IngestSummary, ProjectId]:
+) -> tuple[IngestSummary, ProjectChoice]:
+    """Ingest the transcript into the project the one rule decides for the session's work tree
+    (``--project``, ``POIMEN_PROJECT``, the config file, else the repository's identity)."""
     settings = load_settings({"project": project, "dsn": dsn})
     identity, _ = new_checkouts().add(payload.cwd, field_name="cwd")
-    used = project_for(identity) if settings.project is None else ProjectId(settings.project)
+    choice = decide_project(settings, repo=identity)
+    assert choice.project is not None  # a repository always decides one
     options = IngestOptions(
-        project=used,
+        project=choice.project,
         repo_dir=payload.cwd,
         format=Format.CLAUDE_CODE,
         skip_bad=True,
         redact=True,
     )
     with open_store(settings.dsn) as store:
-        return ingest([payload.transcript], store, options), used
+        return ingest([payload.transcript], store, options), choice
 
 
-def _counts(summary: IngestSummary, project: ProjectId) -> dict[str, Any]:
+def _counts(summary: IngestSummary, choice: ProjectChoice) -> dict[str, Any]:
+    assert choice.project is not None
     nodes = sum(summary.nodes_by_level.values())
     written = summary.written
     message = (
         f"{nodes} nodes ({written.nodes} new), {summary.anchors} anchors "
-        f"({written.anchors} new) into project {project}"
+        f"({written.anchors} new) into project {choice.project} (from {choice.source})"
     )
     if summary.skipped:
         message += f"; {len(summary.skipped)} bad record(s) skipped"
     return {
         "outcome": "ok",
         "message": message,
-        "project": project.value,
+        "project": choice.project.value,
+        "project_source": choice.source,
         "repo": summary.repo.value,
         "nodes": nodes,
         "new_nodes": written.nodes,

@@ -1,5 +1,5 @@
 """``mem hooks status``: where the hook is installed and what it runs, by scope, and its last
-runs from the log."""
+runs from the log (each with the project it ingested into, and where that came from)."""
 
 from __future__ import annotations
 
