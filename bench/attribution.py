@@ -687,7 +687,7 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
     from poimen_memory.domain import ProjectId
     from poimen_memory.gitio.history import line_hash
     from poimen_memory.ingest import IngestOptions, ingest
-    from poimen_memory.lookup import build_service
+    from poimen_memory.lookup import DocumentRequest, HoverRequest, build_service
     from poimen_memory.lookup.rewrites import MAX_LANDING
     from poimen_memory.store import Store, connect, migrate
 
@@ -773,7 +773,7 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
         for path in sorted(history.files):
             lines = history.files[path]
             t = time.perf_counter()
-            doc = service.document(repo / path)
+            doc = service.document(DocumentRequest(file=str(repo / path)))
             lens_times.append(time.perf_counter() - t)
             assert doc is not None
             blame = blamer.blame_file(path)
@@ -818,7 +818,7 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
         hover_times = []
         for p, n in sample:
             t = time.perf_counter()
-            result = service.hover(repo / p, n)
+            result = service.hover(HoverRequest(file=str(repo / p), line=n))
             hover_times.append(time.perf_counter() - t)
             for m in result.evidence if result is not None else []:
                 shown_hover.add((p, n, m.node.sha256.value))
@@ -828,12 +828,12 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
         missed = sorted(expected - shown_lens)  # (merged ones too, if any)
         probe_found: set[tuple[str, int, str]] = set()
         for p, n, node in missed:
-            result = service.hover(repo / p, n)
+            result = service.hover(HoverRequest(file=str(repo / p), line=n))
             if result is not None and any(m.node.sha256.value == node for m in result.evidence):
                 probe_found.add((p, n, node))
         false_examples = sorted((shown_lens | shown_hover) - expected)
         for p, n, node in false_examples[:40]:
-            result = service.hover(repo / p, n)
+            result = service.hover(HoverRequest(file=str(repo / p), line=n))
             for m in result.evidence if result is not None else []:
                 if m.node.sha256.value == node and m.landed:
                     landed_how[(p, n, node)] = f"{m.landed.how} via {m.landed.landed.short()}"

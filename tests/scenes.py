@@ -151,7 +151,7 @@ class Scene:
         )
 
     def by_git(self, service: LookupService, **body: Any) -> dict[str, Any]:
-        return service.by_git(ByGitRequest.parse(body, self.project)).to_json()
+        return service.by_git(ByGitRequest.parse(body)).to_json()
 
     def sweep(self) -> Seen:
         """Hover every line of every file at HEAD: {file: {line: {L0 text: node}}}."""

@@ -105,7 +105,7 @@ def test_history_through_the_cli(scene: Scene) -> None:
 @pytest.mark.parametrize("value", ["x", -1, 11, 2.5, None])
 def test_history_field_is_checked(value: object) -> None:
     with pytest.raises(LookupInputError) as caught:
-        ByGitRequest.parse({"file": APP, "line": 1, "history": value}, None)
+        ByGitRequest.parse({"file": APP, "line": 1, "history": value})
     assert caught.value.field == "history"
 
 
@@ -125,7 +125,7 @@ def test_hover_says_how_a_memory_landed(scene: Scene) -> None:
     landed = repo.commit("squash", "Feature (#1)", BOB)
     repo.git("branch", "-D", "feature")
     service = scene.service()
-    result = service.by_git(ByGitRequest.parse({"file": APP, "line": 5}, scene.project))
+    result = service.by_git(ByGitRequest.parse({"file": APP, "line": 5}))
     [evidence] = result.evidence
     assert evidence.landed is not None
     expected = f"recorded on {recorded[:7]}, landed as {landed[:7]}"

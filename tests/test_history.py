@@ -566,7 +566,7 @@ def test_h12_past_commit_anchor_found_at_new_positions(scene: Scene) -> None:
 def test_h12_past_commit_anchor_stays_literal_for_by_commit(scene: Scene) -> None:
     _, p = _past_commit_scene(scene)
     service = scene.service()
-    by_commit = service.by_commit(ByCommitRequest.parse({"commit_sha": p}, scene.project))
+    by_commit = service.by_commit(ByCommitRequest.parse({"commit_sha": p}))
     assert [m.node.text for m in by_commit.evidence] == ["Stages 8-10 are checked."]
     literal = scene.by_git(service, file=APP, lines=[11, 13], commit_sha=p)
     assert [n["text"] for n in literal["nodes"]] == ["Stages 8-10 are checked."]

@@ -41,7 +41,7 @@ from poimen_memory.lookup import (
     build_service,
 )
 from poimen_memory.mcpserver import MemoryTools, create_server
-from poimen_memory.recording import Recorder
+from poimen_memory.operations import Services
 from poimen_memory.store import Store
 
 from .gitrepo import FixtureRepo, kong_repo
@@ -284,7 +284,7 @@ async def test_an_unexpected_failure_is_logged_not_shown(
     service = build_service(
         store, [world.kong.root], ProjectId(world.project), cache_path=tmp_path / "blame.db"
     )
-    tools = MemoryTools.serving(Recorder(service), [world.kong.root])
+    tools = MemoryTools.serving(Services.over(service), [world.kong.root])
 
     def broken(req: ByGitRequest) -> LookupResult:
         raise RuntimeError("a detail the client must not see")

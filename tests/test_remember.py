@@ -21,12 +21,13 @@ from poimen_memory.errors import StoreUnavailable
 from poimen_memory.ingest.remember import _place
 from poimen_memory.lookup import (
     ByGitRequest,
+    HoverRequest,
     LookupInputError,
     LookupService,
     RememberRequest,
     build_service,
 )
-from poimen_memory.recording import Recorder
+from poimen_memory.recording import Recorder, pending_resolver
 from poimen_memory.store import Store, migrate
 
 from .gitrepo import ALICE, BOB, FixtureRepo, numbered
@@ -45,7 +46,12 @@ def service(
     store: Store, repo: FixtureRepo, project: ProjectId, tmp_path: Path
 ) -> Iterator[LookupService]:
     found = build_service(
-        store, [repo.root], project, cache_path=tmp_path / "blame.db", shared_blames=False
+        store,
+        [repo.root],
+        project,
+        cache_path=tmp_path / "blame.db",
+        shared_blames=False,
+        pending=pending_resolver(store),
     )
     return found
 
@@ -55,7 +61,7 @@ def _remember(recorder: Recorder, **body: object) -> dict[str, object]:
 
 
 def _texts(service: LookupService, repo: FixtureRepo, line: int) -> list[str]:
-    found = service.hover(repo.root / "app.py", line)
+    found = service.hover(HoverRequest(file=str(repo.root / "app.py"), line=line))
     return [] if found is None else [m.node.text for m in found.memories]
 
 
@@ -101,7 +107,7 @@ def test_uncommitted_lines_wait_for_their_commit_then_show(
     assert out["brief_node"] is not None
     assert _texts(service, repo, 10) == []  # nothing committed yet
     sha = repo.commit("backoff", "Add backoff", BOB)
-    shown = service.hover(repo.root / "app.py", 11)
+    shown = service.hover(HoverRequest(file=str(repo.root / "app.py"), line=11))
     assert shown is not None
     texts = [m.node.text for m in shown.memories]
     assert "Capped at a minute: the gateway times out at 90 s." in texts
@@ -239,9 +245,7 @@ def test_secrets_are_redacted_before_the_node_is_hashed(
         line=1,
     )
     assert out["redacted"] == {"aws-access-key": 1}
-    found = service.by_git(
-        ByGitRequest.parse({"file": "app.py", "line": 1}, service.default_project)
-    )
+    found = service.by_git(ByGitRequest.parse({"file": "app.py", "line": 1}))
     (text,) = [m.node.text for m in found.memories]
     assert "AKIAIOSFODNN7EXAMPLE" not in text
     assert "[REDACTED:" in text
@@ -430,12 +434,17 @@ def test_a_store_without_pending_anchors_says_to_migrate(
             conn.execute("DELETE FROM poimen_schema_version WHERE version = 6")
         with Store(dsn) as old:
             service = build_service(
-                old, [repo.root], project, cache_path=tmp_path / "b.db", shared_blames=False
+                old,
+                [repo.root],
+                project,
+                cache_path=tmp_path / "b.db",
+                shared_blames=False,
+                pending=pending_resolver(old),
             )
             recorder = Recorder(service)
             said = ""
             try:
-                answer = service.hover(repo.root / "app.py", 3)
+                answer = service.hover(HoverRequest(file=str(repo.root / "app.py"), line=3))
             except StoreUnavailable as exc:
                 answer, said = None, str(exc)
             assert answer is None

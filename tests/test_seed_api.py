@@ -35,10 +35,12 @@ from poimen_memory.http import create_app
 from poimen_memory.lookup import (
     ByAuthorRequest,
     ByCommitRequest,
+    HoverRequest,
     LookupService,
     build_service,
     project_for,
 )
+from poimen_memory.operations import Services
 from poimen_memory.store import Store
 
 from .gitrepo import ALICE, BOB, FixtureRepo, kong_repo
@@ -127,7 +129,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, store_dsn: str) -> Iterator[
         bare = build_service(store, [], ProjectId(PROJECT), cache_path=base / "bare.db")
         w = World(
             base, kong, fork, store_dsn, env, tree, bare,
-            TestClient(create_app(tree)), TestClient(create_app(bare)),
+            TestClient(create_app(Services.over(tree))), TestClient(create_app(Services.over(bare))),
         )  # fmt: skip
         w.ingest(FIRST, kong, "first.jsonl")
         # Line 42 changes again: its memories now sit at two commits.
@@ -414,7 +416,7 @@ def test_m02_no_placeholder_project_for_a_repository_name(
     # No project configured: lookups go to the project derived from the name, never "default".
     with Store(world.dsn) as store:
         service = build_service(store, [repo.root], None, cache_path=tmp_path / "blame.db")
-        found = service.hover(repo.root / "x.py", 3)
+        found = service.hover(HoverRequest(file=str(repo.root / "x.py"), line=3))
     assert found is not None
     assert [m.node.text for m in found.memories] == [f"x is three in {project}"]
     assert {m.node.project.value for m in found.memories} == {project}

@@ -23,7 +23,7 @@ from poimen_memory.domain import ProjectId
 from poimen_memory.gitio import GitError, GitRunner
 from poimen_memory.gitio.runner import pinned_environment
 from poimen_memory.ingest import IngestOptions, ingest
-from poimen_memory.lookup import build_service
+from poimen_memory.lookup import HoverRequest, build_service
 from poimen_memory.render import render_hover
 from poimen_memory.store import Store, connect, migrate
 
@@ -197,7 +197,7 @@ def run_demo(dsn: str, root: Path, cache_path: Path | None = None) -> DemoResult
             IngestOptions(PROJECT, repo, repo_override=None, cache_path=cache_path),
         )
         service = build_service(store, [repo], PROJECT, cache_path=cache_path)
-        result = service.hover(repo / "src/kong/buffer.rs", 42)
+        result = service.hover(HoverRequest(file=str(repo / "src/kong/buffer.rs"), line=42))
         repo_id = service.checkouts.identities()[0].value
     shown = render_hover(result, 400, markdown=False) if result else "(no memories: unexpected)\n"
     return DemoResult(repo, repo_id, shown, summary.written.nodes)

@@ -1,15 +1,19 @@
-"""The seed's HTTP API (M3.5.9) over the lookup service: a thin FastAPI adapter on the
-request and response models of ``poimen_memory.lookup`` (OpenAPI is generated from them).
+"""The HTTP API (the seed's M3.5.9, and every other operation): a thin FastAPI adapter
+generated from the operations table (``poimen_memory.operations``): a route per operation,
+its request model as the body (GET: the query string), its response model as the answer;
+OpenAPI is generated from them.
 
-    POST /memory/nodes/by-git      ByGitRequest
-    POST /memory/nodes/by-commit   ByCommitRequest
-    POST /memory/nodes/by-author   ByAuthorRequest
+    POST /memory/nodes/by-git      ByGitRequest        (and by-commit, by-author)
     GET  /memory/query?query=...&project=...&git_repo=...&limit=...
+    POST /memory/why, /memory/remember, /memory/blame, /memory/resolve-pending
+    GET  /memory/status
     GET  /openapi.json             this API, described
     GET  /health                   {"status": "ok", "store": "ok"}
 
-Bad input: 422 ``{"error": "field: ...", "field": "..."}``. Before a request reaches a route,
-``Guard`` checks it, in this order: the ``Host`` header is one the server answers to (400,
+A failure answers its kind's status (``STATUS``: bad input 422, not found 404, store
+unavailable 503, refused 403, internal 500) with ``{"error": "field: ...", "field": "..."}``.
+Before a request reaches a route, ``Guard`` checks it, in this order: the ``Host`` header is
+one the server answers to (400,
 against DNS rebinding), no web page sent it (``Origin``, ``Sec-Fetch-Site``: 403 unless the
 origin is allowed), the bearer token on every route but ``/health`` (401), a POST body is
 ``application/json`` (422 naming ``body``), and the body arrives whole, within the size cap
@@ -26,12 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import inspect
 import ipaddress
-from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Annotated, Any, Literal
 
-import psycopg
-from fastapi import FastAPI, Query, Request
+from fastapi import Body, FastAPI, Query
+from fastapi import Request as HttpRequest
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
@@ -43,22 +48,20 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from poimen_memory import __version__
-from poimen_memory.domain import ContentError
-from poimen_memory.errors import SchemaMissing
-from poimen_memory.lookup import LookupResponse, LookupResult, LookupService
-from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
-from poimen_memory.lookup.requests import (
-    ByAuthorRequest,
-    ByCommitRequest,
-    ByGitRequest,
-    LookupRequest,
-    QueryRequest,
-    input_error,
-)
+from poimen_memory.errors import ErrorKind, Refused, SchemaMissing
+from poimen_memory.lookup import LookupRequest, Request, input_error
+from poimen_memory.operations import OPERATIONS, Operation, Services, classify
 from poimen_memory.settings import is_loopback
-from poimen_memory.wiring import StoreUnavailable
 
-__all__ = ["MAX_BODY", "READ_TIMEOUT_S", "Guard", "create_app", "is_loopback", "served_hosts"]
+__all__ = [
+    "MAX_BODY",
+    "READ_TIMEOUT_S",
+    "STATUS",
+    "Guard",
+    "create_app",
+    "is_loopback",
+    "served_hosts",
+]
 
 MAX_BODY = 64 * 1024
 READ_TIMEOUT_S = 5.0
@@ -129,8 +132,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: _doc("bad input; `field` names it (`body`: not application/json, or not JSON)"),
     503: _doc("memory store unreachable, or without the schema this version uses"),
 }
-
-_R = TypeVar("_R", bound=LookupRequest)
 
 
 class Guard:
@@ -250,8 +251,70 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+# The HTTP status of each kind of failure.
+STATUS: dict[ErrorKind, int] = {
+    ErrorKind.INPUT: 422,
+    ErrorKind.NOT_FOUND: 404,
+    ErrorKind.UNAVAILABLE: 503,
+    ErrorKind.REFUSED: 403,
+    ErrorKind.INTERNAL: 500,
+}
+
+
+def _failed(exc: BaseException) -> JSONResponse:
+    failure = classify(exc)
+    return _error(STATUS[failure.kind], failure.public, failure.field)
+
+
+def _check_project(services: Services, projects: frozenset[str], req: Request) -> None:
+    """A token limited to ``projects`` asks only about them: Refused naming ``project``."""
+    if not projects:
+        return
+    if isinstance(req, LookupRequest):
+        project = services.service.project_of(req).value
+    else:
+        named = getattr(req, "project", None)
+        if named is None:
+            raise Refused("project", "this token is limited to projects; name one")
+        project = named.value
+    if project not in projects:
+        raise Refused("project", f"this token is not for project {project!r}")
+
+
+def _endpoint(
+    op: Operation[Any, Any, Any], services: Services, projects: frozenset[str]
+) -> Callable[..., Awaitable[Response]]:
+    """The route of ``op``: its request model as the body (or, for GET, the query), its
+    answer as the response model's JSON, every failure as its kind's status."""
+
+    async def endpoint(req: Request) -> Response:
+        def answer() -> BaseModel:
+            _check_project(services, projects, req)
+            return op.answer(op.run(services, req))  # type: ignore[no-any-return]
+
+        try:
+            out = await run_in_threadpool(answer)
+        except Exception as exc:
+            return _failed(exc)
+        return Response(out.model_dump_json(), media_type="application/json")
+
+    assert op.http is not None
+    source = Query() if op.http.method == "GET" else Body()
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(
+                "req",
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                annotation=Annotated[op.request, source],
+            )
+        ],
+        return_annotation=Response,
+    )
+    return endpoint
+
+
 def create_app(
-    service: LookupService,
+    services: Services,
     token: str | None = None,
     *,
     token_projects: Iterable[str] = (),
@@ -260,10 +323,11 @@ def create_app(
     max_body: int = MAX_BODY,
     read_timeout: float = READ_TIMEOUT_S,
 ) -> FastAPI:
-    """The ASGI app. ``token`` (when set) is required on every route but ``/health``;
-    ``token_projects`` (when any) are the only projects it may ask about. ``hosts`` are the
-    ``Host`` values accepted (``served_hosts``; None: any, for an app called in process);
-    ``allow_origins`` the web pages let in (CORS)."""
+    """The ASGI app: a route for every operation of the table that has one. ``token`` (when
+    set) is required on every route but ``/health``; ``token_projects`` (when any) are the
+    only projects it may ask about. ``hosts`` are the ``Host`` values accepted
+    (``served_hosts``; None: any, for an app called in process); ``allow_origins`` the web
+    pages let in (CORS)."""
     projects = frozenset(token_projects)
     if projects and token is None:
         raise ValueError("token_projects without a token")
@@ -275,36 +339,24 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-
-    async def answer(run: Callable[[_R], LookupResult], req: _R) -> Response:
-        if projects:
-            project = service.project_of(req).value
-            if project not in projects:
-                raise _Refused(403, "project", f"this token is not for project {project!r}")
-        result = await run_in_threadpool(run, req)
-        return Response(result.response().model_dump_json(), media_type="application/json")
-
-    lookup: dict[str, Any] = {"response_model": LookupResponse, "responses": _ERRORS}
-
-    @app.post("/memory/nodes/by-git", summary="Memories at a code location", **lookup)
-    async def by_git(body: ByGitRequest) -> Response:
-        return await answer(service.by_git, body)
-
-    @app.post("/memory/nodes/by-commit", summary="Memories anchored in a commit", **lookup)
-    async def by_commit(body: ByCommitRequest) -> Response:
-        return await answer(service.by_commit, body)
-
-    @app.post("/memory/nodes/by-author", summary="Evidence from an author's commits", **lookup)
-    async def by_author(body: ByAuthorRequest) -> Response:
-        return await answer(service.by_author, body)
-
-    @app.get("/memory/query", summary="Full-text search over memories", **lookup)
-    async def query(params: Annotated[QueryRequest, Query()]) -> Response:
-        return await answer(service.query, params)
+    for op in OPERATIONS:
+        if op.http is None:
+            continue
+        app.add_api_route(
+            op.http.path,
+            _endpoint(op, services, projects),
+            methods=[op.http.method],
+            name=op.name,
+            summary=op.title,
+            description=op.description,
+            response_model=op.response,
+            responses=_ERRORS,
+            operation_id=op.name,
+        )
 
     @app.get("/health", response_model=HealthOut, responses=_GUARDED)
     async def health() -> HealthOut:
-        problem = await run_in_threadpool(service.store.probe)
+        problem = await run_in_threadpool(services.store.probe)
         state: StoreState = "ok"
         if isinstance(problem, SchemaMissing):
             state = "schema missing"
@@ -313,43 +365,20 @@ def create_app(
         return HealthOut(status="ok", store=state)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> Response:
+    async def invalid(_: HttpRequest, exc: RequestValidationError) -> Response:
         error = input_error(exc.errors()[0], skip=1)
         return _error(422, str(error), error.field)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
+    async def http_error(_: HttpRequest, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 400:  # a body FastAPI could not decode
             return _error(422, f"body: not valid JSON ({exc.detail})", "body")
         answer = _error(exc.status_code, str(exc.detail))
         answer.headers.update(exc.headers or {})  # e.g. Allow on a 405
         return answer
 
-    @app.exception_handler(LookupInputError)
-    @app.exception_handler(NotInRepository)  # a LookupFailed too, but the caller's mistake
-    async def bad_input(_: Request, exc: LookupInputError) -> Response:
-        if exc.field == "project" and str(exc) == "project: required":
-            how = "name it, or start mem http with --project or POIMEN_PROJECT"
-            return _error(422, f"{exc}: {how}", "project")
-        return _error(422, str(exc), exc.field)
-
-    @app.exception_handler(ContentError)
-    async def bad_content(_: Request, exc: ContentError) -> Response:
-        return _error(422, str(exc), str(exc).split(":", 1)[0])
-
-    @app.exception_handler(LookupFailed)
-    async def not_found(_: Request, exc: LookupFailed) -> Response:
-        return _error(404, str(exc))
-
-    @app.exception_handler(StoreUnavailable)
-    @app.exception_handler(psycopg.OperationalError)
-    async def unavailable(_: Request, exc: Exception) -> Response:
-        if isinstance(exc, SchemaMissing):  # said without the store's address
-            return _error(503, f"memory store {exc.detail}")
-        return _error(503, "memory store unreachable")
-
     @app.exception_handler(_Refused)
-    async def refused(_: Request, exc: _Refused) -> Response:
+    async def refused(_: HttpRequest, exc: _Refused) -> Response:
         return _error(exc.status, str(exc), exc.field)
 
     if origins:

@@ -1,6 +1,7 @@
 """Memories agents record: ``remember`` for every surface (MCP, LSP, CLI), and the pending
 anchors of lines remembered before they were committed, resolved on the next lookup of
-their file (``LookupService.pending``) or by ``mem db resolve-pending``."""
+their file (the service is built with ``pending_resolver``) or by ``mem db
+resolve-pending``."""
 
 from __future__ import annotations
 
@@ -16,12 +17,26 @@ from poimen_memory.lookup import (
     LookupService,
     NotInRepository,
     PendingOut,
+    PendingResolver,
     PlacedOut,
     RememberRequest,
     RememberResponse,
 )
+from poimen_memory.store import Store
 
-__all__ = ["PENDING_DAYS", "Recorder", "Resolved"]
+__all__ = ["PENDING_DAYS", "Recorder", "Resolved", "pending_resolver"]
+
+
+def pending_resolver(store: Store) -> PendingResolver:
+    """What a lookup service calls to anchor a file's remembered lines once a commit holds
+    them (given to it when it is built)."""
+
+    def resolve(
+        project: ProjectId, repo_id: RepoId, blamer: Blamer, file: str, head: CommitSha
+    ) -> int:
+        return resolve_file(store, blamer, repo_id, project, file, head)
+
+    return resolve
 
 
 @dataclass(slots=True)
@@ -42,7 +57,6 @@ class Recorder:
     def __init__(self, service: LookupService, pending_days: float = PENDING_DAYS) -> None:
         self.service = service
         self.pending_days = pending_days
-        service.pending = self._resolve
 
     def remember(self, req: RememberRequest) -> RememberResponse:
         """Record ``req``; LookupInputError names a bad field, NotInRepository an unknown
@@ -97,11 +111,6 @@ class Recorder:
             ],
             redacted=done.redacted,
         )
-
-    def _resolve(
-        self, project: ProjectId, repo_id: RepoId, blamer: Blamer, file: str, head: CommitSha
-    ) -> int:
-        return resolve_file(self.service.store, blamer, repo_id, project, file, head)
 
     def resolve_pending(self, project: ProjectId | None = None) -> tuple[int, list[Resolved]]:
         """Expire old pending anchors, then resolve the others of every repository with a

@@ -11,15 +11,15 @@ from __future__ import annotations
 import ipaddress
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final, Literal, get_args
 from urllib.parse import unquote
 
 import platformdirs
 import psycopg
 from psycopg import conninfo
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -34,6 +34,11 @@ from poimen_memory.errors import ConfigError
 __all__ = [
     "APP",
     "CONFIG_KEYS",
+    "LOG_LEVELS",
+    "MARKUP",
+    "BlameSection",
+    "CodeLensSection",
+    "HoverSection",
     "Settings",
     "invalid_dsn",
     "is_loopback",
@@ -43,12 +48,20 @@ __all__ = [
 ]
 
 APP = "poimen-memory"
+# What the config file may set (groups as tables: ``[blame] shared_cache = false``).
 CONFIG_KEYS = (
     "dsn",
     "project",
-    "shared_blame_cache",
+    "repo",
     "pending_days",
-)  # what the config file may set
+    "hover",
+    "code_lens",
+    "blame",
+    "log_level",
+)
+_GROUPS = frozenset({"hover", "code_lens", "blame"})
+# Keys of earlier versions, and what they are now.
+_RENAMED = {"shared_blame_cache": "[blame] shared_cache"}
 _FLAGS = {
     "dsn": "--dsn",
     "project": "--project",
@@ -174,30 +187,162 @@ class _Labelled(PydanticBaseSettingsSource):
         source = self._values
         values = source() if isinstance(source, PydanticBaseSettingsSource) else dict(source)
         values = {k: v for k, v in values.items() if v is not None}
-        for key in values:
+        for key in _dotted(values):
             self._origins.setdefault(key, self._label(key))  # sources run highest first
         return values
 
 
-class Settings(BaseSettings):
-    """The shared settings. ``origins`` says where each value that is set came from."""
+def _dotted(values: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+    """The keys of ``values``, a group's keys as ``group.key``."""
+    for key, value in values.items():
+        if isinstance(value, Mapping) and key in _GROUPS and not prefix:
+            yield from _dotted(value, f"{key}.")
+        else:
+            yield f"{prefix}{key}"
 
-    model_config = SettingsConfigDict(
-        env_prefix="POIMEN_", env_ignore_empty=True, extra="ignore", frozen=True
+
+def _env_name(key: str) -> str:
+    return "POIMEN_" + key.upper().replace(".", "__")
+
+
+LogLevel = Literal["error", "warning", "info", "debug"]
+Markup = Literal["auto", "markdown", "plaintext"]
+LOG_LEVELS: Final = get_args(LogLevel)
+MARKUP: Final = get_args(Markup)
+
+
+class _Section(BaseModel):
+    """A group of settings (``hover``, ``code_lens``, ``blame``): a table in the config file,
+    ``POIMEN_<GROUP>__<KEY>`` in the environment, ``poimenMemory.<group>.<key>`` in editors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HoverSection(_Section):
+    """How hovers look."""
+
+    enabled: bool = Field(default=True, description="Show memories on hover.")
+    excerpt_length: int = Field(
+        default=400, ge=40, le=20_000, description="Characters of each memory's text a hover shows."
+    )
+    markup: Markup = Field(
+        default="auto",
+        description="Hover markup: `markdown`, `plaintext`, or `auto` (what the client takes).",
+    )
+    history: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description="Also show memories of this many earlier versions of the line (0: off).",
     )
 
-    dsn: str | None = None
-    project: str | None = None
-    http_token: str | None = None
-    http_token_projects: Annotated[tuple[str, ...], NoDecode] = ()
-    http_allow_origins: Annotated[tuple[str, ...], NoDecode] = ()
-    config: Path = Field(default_factory=_default_config)
-    data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path(APP))
-    cache_dir: Path = Field(default_factory=lambda: platformdirs.user_cache_path(APP))
-    shared_blame_cache: bool = True
-    # How long lines an agent remembered before committing them may wait for the commit.
-    pending_days: float = Field(default=14.0, gt=0, le=3650)
+
+class CodeLensSection(_Section):
+    """What code lenses show."""
+
+    enabled: bool = Field(
+        default=True, description="Show a lens above each block of lines with memories."
+    )
+    file_summary: bool = Field(default=True, description="Show the file's total at its top.")
+
+
+class BlameSection(_Section):
+    """What is blamed, and how blames are shared."""
+
+    max_file_bytes: int = Field(
+        default=2_000_000, ge=1, le=1_000_000_000, description="Largest file (bytes) hovers blame."
+    )
+    max_file_lines: int = Field(
+        default=100_000, ge=1, le=100_000_000, description="Largest file (lines) hovers blame."
+    )
+    detect_moves: bool = Field(
+        default=False, description="Follow lines moved or copied between files (`git blame -M -C`)."
+    )
+    shared_cache: bool = Field(
+        default=True,
+        description="Share whole-file blames through the store, so a teammate's fresh clone "
+        "answers its first hover from them.",
+    )
+
+
+class Settings(BaseSettings):
+    """The one settings model of every surface. ``origins`` says where each value that is set
+    came from (dotted keys for groups: ``blame.shared_cache``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="POIMEN_",
+        env_nested_delimiter="__",
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
+    )
+
+    dsn: str | None = Field(
+        default=None,
+        description="Postgres connection string of the memory store; unset: the embedded store "
+        "under `data_dir`.",
+    )
+    project: str | None = Field(
+        default=None,
+        description="The project memories are stored in and looked up from; unset: derived from "
+        "the repository's identity (`github.com/org/app` -> `app`).",
+    )
+    repo: str | None = Field(
+        default=None,
+        description="Repository identity to record and look up instead of the one derived from "
+        "the `origin` remote.",
+    )
+    pending_days: float = Field(
+        default=14.0,
+        gt=0,
+        le=3650,
+        description="Days lines remembered before they were committed wait for their commit.",
+    )
+    hover: HoverSection = Field(default_factory=HoverSection, description=HoverSection.__doc__)
+    code_lens: CodeLensSection = Field(
+        default_factory=CodeLensSection, description=CodeLensSection.__doc__
+    )
+    blame: BlameSection = Field(default_factory=BlameSection, description=BlameSection.__doc__)
+    log_level: LogLevel = Field(default="warning", description="The language server's log level.")
+    http_token: str | None = Field(
+        default=None,
+        description="Bearer token `mem http` and `mem mcp --http` require on every request "
+        "(environment or flag only: never in the config file).",
+    )
+    http_token_projects: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="Projects the HTTP token may ask about (comma-separated; default: any).",
+    )
+    http_allow_origins: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), description="Web page origins let in to the HTTP API (CORS; comma-separated)."
+    )
+    config: Path = Field(
+        default_factory=_default_config,
+        description="The TOML config file (environment only).",
+    )
+    data_dir: Path = Field(
+        default_factory=lambda: platformdirs.user_data_path(APP),
+        description="Where the embedded store and the demo live.",
+    )
+    cache_dir: Path = Field(
+        default_factory=lambda: platformdirs.user_cache_path(APP),
+        description="Where the local blame cache and hook logs live.",
+    )
     origins: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """``Settings(...)`` and ``model_validate`` take only what they are given (defaults
+        for the rest): ``load_settings`` is the one place that reads the environment and the
+        config file."""
+        return (init_settings,)
 
     @field_validator("dsn", mode="before")
     @classmethod
@@ -257,6 +402,19 @@ class Settings(BaseSettings):
         return self.origins.get(key)
 
 
+def _check_keys(table: Mapping[str, Any], path: Path) -> None:
+    """Every key of the config file is one it may set; ConfigError names the first that is
+    not (and what a renamed key is called now)."""
+    for key, value in table.items():
+        if key in _RENAMED:
+            raise ConfigError(f"config file {path}: {key} is now {_RENAMED[key]}")
+        if key not in CONFIG_KEYS:
+            known = ", ".join(CONFIG_KEYS)
+            raise ConfigError(f"config file {path}: unknown key {key!r} (known: {known})")
+        if key in _GROUPS and not isinstance(value, Mapping):
+            raise ConfigError(f"config file {path}: {key} must be a table ([{key}])")
+
+
 def load_settings(flags: Mapping[str, Any] | None = None) -> Settings:
     """Resolve the settings: ``flags`` (command-line values, None for unset), then the
     ``POIMEN_*`` environment, then the config file (``POIMEN_CONFIG`` or the default path),
@@ -276,10 +434,11 @@ def load_settings(flags: Mapping[str, Any] | None = None) -> Settings:
             from_env = env_settings()
             path = Path(from_env.get("config") or _default_config())
             table = read_config(path)
+            _check_keys(table, path)
             in_file = {k: v for k, v in table.items() if k in CONFIG_KEYS}
             return (
                 _Labelled(settings_cls, flags or {}, lambda k: _FLAGS.get(k, k), origins),
-                _Labelled(settings_cls, from_env, lambda k: f"POIMEN_{k.upper()}", origins),
+                _Labelled(settings_cls, from_env, _env_name, origins),
                 _Labelled(settings_cls, in_file, lambda _: f"config file {path}", origins),
             )
 
@@ -287,7 +446,8 @@ def load_settings(flags: Mapping[str, Any] | None = None) -> Settings:
         loaded = _Loaded()
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
-        key = str(error["loc"][0]) if error["loc"] else "settings"
+        loc = [str(p) for p in error["loc"]]
+        key = ".".join(loc[:2] if loc and loc[0] in _GROUPS else loc[:1]) or "settings"
         cause = (error.get("ctx") or {}).get("error")
         message = str(cause) if isinstance(cause, ValueError) else f"{key} {error['msg'].lower()}"
         raise ConfigError(f"{origins.get(key, key)}: {message}") from None

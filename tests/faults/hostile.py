@@ -23,7 +23,8 @@ from bench.lspclient import LspClient, LspError
 from poimen_memory.domain import ProjectId
 from poimen_memory.http import create_app
 from poimen_memory.ingest import IngestOptions, ingest
-from poimen_memory.lookup import build_service
+from poimen_memory.lookup import HoverRequest, build_service
+from poimen_memory.operations import Services
 from poimen_memory.render import render_hover
 from poimen_memory.store import Store
 
@@ -293,9 +294,11 @@ class Flows:
                 self.seen.add("demo", str(exc))
                 service = build_service(store, [], project, cache_path=cache)
             else:
-                found = service.hover(self.root / BUFFER, 42)
+                found = service.hover(HoverRequest(file=str(self.root / BUFFER), line=42))
                 self.seen.add("demo", render_hover(found, 400, markdown=False) if found else "")
-            self.seen.add("http", *asyncio.run(_http(create_app(service), self.repo)))
+            self.seen.add(
+                "http", *asyncio.run(_http(create_app(Services.over(service)), self.repo))
+            )
 
 
 def _position(uri: str, line: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from poimen_memory.cli import build_parser
 from poimen_memory.domain import ProjectId
 from poimen_memory.http import create_app
 from poimen_memory.lookup import build_service
+from poimen_memory.operations import Services
 from poimen_memory.store import Store
 
 from ..conftest import admin_dsn
@@ -66,7 +67,7 @@ def test_read_path_works_under_a_readonly_role(faults: Faults, readonly_dsn: str
         service = build_service(
             store, [faults.kong.root], ProjectId(PROJECT), cache_path=faults.root / "ro.db"
         )
-        transport = httpx.ASGITransport(app=create_app(service))
+        transport = httpx.ASGITransport(app=create_app(Services.over(service)))
         import asyncio
 
         async def call() -> httpx.Response:
@@ -136,7 +137,9 @@ def test_http_binds_loopback_by_default_and_requires_a_token_elsewhere(faults: F
         service = build_service(
             store, [faults.kong.root], ProjectId(PROJECT), cache_path=faults.root / "tok.db"
         )
-        transport = httpx.ASGITransport(app=create_app(service, token="s3cret-token"))
+        transport = httpx.ASGITransport(
+            app=create_app(Services.over(service), token="s3cret-token")
+        )
         import asyncio
 
         async def calls() -> list[int]:

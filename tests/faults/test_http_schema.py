@@ -12,6 +12,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from poimen_memory.domain import ProjectId
 from poimen_memory.http import create_app
 from poimen_memory.lookup import build_service
+from poimen_memory.operations import Services
 from poimen_memory.store import Store
 
 from .conftest import PROJECT, Faults
@@ -23,7 +24,7 @@ def api_schema(faults: Faults) -> Iterator[schemathesis.schemas.BaseSchema]:
         service = build_service(
             store, [faults.kong.root], ProjectId(PROJECT), cache_path=faults.root / "st.db"
         )
-        yield schemathesis.openapi.from_asgi("/openapi.json", create_app(service))
+        yield schemathesis.openapi.from_asgi("/openapi.json", create_app(Services.over(service)))
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")

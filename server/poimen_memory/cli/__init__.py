@@ -12,26 +12,30 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType
-
-import psycopg
+from typing import Final
 
 from poimen_memory.cli.commands import version
 from poimen_memory.cli.errors import Terminated, UsageError
 from poimen_memory.cli.parser import build_parser
-from poimen_memory.domain import ContentError
-from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.ingest import IngestError
-from poimen_memory.lookup import LookupFailed, LookupInputError
-from poimen_memory.store import MigrationError
+from poimen_memory.errors import ErrorKind
+from poimen_memory.operations import classify
 from poimen_memory.store.connection import release_embedded
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_UNAVAILABLE", "build_parser", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_STATUS", "EXIT_UNAVAILABLE", "build_parser", "main"]
 
 EXIT_UNAVAILABLE = 1
 EXIT_BAD_INPUT = 2
+# The exit status of each kind of failure.
+EXIT_STATUS: Final[Mapping[ErrorKind, int]] = {
+    ErrorKind.INPUT: EXIT_BAD_INPUT,
+    ErrorKind.NOT_FOUND: EXIT_UNAVAILABLE,
+    ErrorKind.UNAVAILABLE: EXIT_UNAVAILABLE,
+    ErrorKind.REFUSED: EXIT_UNAVAILABLE,
+    ErrorKind.INTERNAL: EXIT_UNAVAILABLE,
+}
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 # After SIGTERM or SIGHUP, a shutdown that has not finished by then (a language server whose
 # client keeps its stdin open, a request that hangs) is cut short, the embedded Postgres
@@ -58,14 +62,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sub = {"db": "db "}.get(getattr(args, "command", "") or "", "")
                 raise UsageError(f"missing command; see `mem {sub}--help`")
             return _flushed(func(args))
-    except (UsageError, LookupInputError, ContentError, ConfigError, IngestError) as exc:
-        return _fail(_explained(exc), EXIT_BAD_INPUT)
-    except psycopg.errors.InsufficientPrivilege as exc:
-        return _fail(" ".join(str(exc).split()), EXIT_UNAVAILABLE)
-    except psycopg.errors.UndefinedObject as exc:
-        return _fail(" ".join(str(exc).split()), EXIT_BAD_INPUT)
-    except (StoreUnavailable, MigrationError, LookupFailed) as exc:
-        return _fail(str(exc), EXIT_UNAVAILABLE)
     except BrokenPipeError:
         # The reader left (`mem query ... | head -1`): nothing more can be said to it, and
         # the interpreter's last flush must not fail again.
@@ -76,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + exc.signum
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
+    except Exception as exc:
+        failure = classify(exc, log_internal=False)
+        internal = failure.kind is ErrorKind.INTERNAL
+        return _fail(failure.public if internal else failure.message, EXIT_STATUS[failure.kind])
 
 
 def _flushed(status: int) -> int:
@@ -84,13 +84,6 @@ def _flushed(status: int) -> int:
     if not sys.stdout.closed:
         sys.stdout.flush()
     return status
-
-
-def _explained(exc: Exception) -> str:
-    """The one-line message of bad input; a missing project names the ways to give one."""
-    if isinstance(exc, LookupInputError) and exc.field == "project" and "required" in str(exc):
-        return "--project: required (or set POIMEN_PROJECT, or project in the config)"
-    return str(exc)
 
 
 @contextmanager

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import signal
 
+from poimen_memory.errors import ErrorKind
+
 __all__ = ["Terminated", "UsageError"]
 
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit status 2."""
+
+    kind = ErrorKind.INPUT
 
 
 class Terminated(KeyboardInterrupt):

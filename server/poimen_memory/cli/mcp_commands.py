@@ -10,10 +10,11 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from poimen_memory.cli.commands import serving
 from poimen_memory.cli.errors import UsageError
-from poimen_memory.settings import Settings, is_loopback, load_settings
-from poimen_memory.store import Store, embedded_dsn
+from poimen_memory.cli.operations import settings_of, store_target, work_trees
+from poimen_memory.operations import build_services, store_label
+from poimen_memory.settings import Settings, is_loopback
+from poimen_memory.store import Store
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -68,7 +69,7 @@ def mcp_serve(args: argparse.Namespace) -> int:
 
     if getattr(args, "mcp_command", None) is not None:
         raise UsageError(f"mcp {args.mcp_command}: not available here; see `mem mcp --help`")
-    settings = load_settings({"dsn": args.dsn, "project": args.project, "http_token": args.token})
+    settings = settings_of(args, http_token=args.token)
     if not args.http:
         for flag, value in (("--host", args.host), ("--port", args.port), ("--token", args.token)):
             if value is not None:
@@ -78,17 +79,18 @@ def mcp_serve(args: argparse.Namespace) -> int:
         stream=sys.stderr, level=logging.WARNING, format="mem mcp: %(levelname)s %(message)s"
     )
     with _stdout_to_stderr():
-        dsn = settings.dsn if settings.dsn is not None else embedded_dsn(settings.data_dir)
+        dsn, source = store_target(settings)
         store = Store(dsn, lazy=True)  # a store down at start is a tool error, not an exit
     with store:
         with _stdout_to_stderr():
-            service, recorder = serving(store, settings, args.repo or [], args.repo_id)
-            tools = MemoryTools.serving(recorder, args.repo or [])
+            trees = work_trees(args.repo)
+            services = build_services(store, settings, label=store_label(dsn, source))
+            tools = MemoryTools.serving(services, trees)
         if http is None:
             serve_stdio(tools)
         else:
             _serve_http(tools, *http)
-        service.checkouts.flush()
+        services.service.checkouts.flush()
     return 0
 
 

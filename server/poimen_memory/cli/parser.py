@@ -8,8 +8,10 @@ from typing import Any, NoReturn
 
 from poimen_memory.cli import commands as cmd
 from poimen_memory.cli import hooks_commands as hk
+from poimen_memory.cli.doctor import doctor as cmd_doctor
 from poimen_memory.cli.errors import UsageError
 from poimen_memory.cli.mcp_commands import DEFAULT_PORT, mcp_serve
+from poimen_memory.cli.operations import add_operations
 from poimen_memory.ingest import Format
 
 __all__ = ["build_parser"]
@@ -57,65 +59,6 @@ def _command(
     return p
 
 
-_Option = tuple[str, dict[str, Any]]
-_REPO_ID = (
-    "--repo-id",
-    {"help": "repository identity (or a work tree's path) to scope the lookup to"},
-)
-
-# The lookups: name, help, handler, examples, (argument, metavar, help), options.
-# The options of the paged lookups (by-commit, by-author).
-_PAGES: list[_Option] = [
-    ("--limit", {"type": int, "metavar": "N",
-                 "help": "anchors per page (1-10000, default 500); a response that stops "
-                         "there says truncated and gives a cursor"}),
-    ("--cursor", {"metavar": "CURSOR", "help": "the page after the one that gave CURSOR"}),
-    ("--all", {"action": "store_true", "help": "follow the cursor until every page is read"}),
-]  # fmt: skip
-
-_LOOKUPS: list[
-    tuple[str, str, Callable[..., int], list[str], tuple[str, str, str], list[_Option]]
-] = [
-    (
-        "by-git", "memories at FILE:LINE, through blame", cmd.by_git,
-        ["mem by-git src/app.py:42", "mem by-git src/app.py:40-60 --json --project app",
-         "mem by-git src/app.py:42 --commit 1a2b3c4d --repo ~/app",
-         "mem by-git src/app.py:42 --history"],
-        ("location", "FILE[:LINE[-END]]", "a file, a line or a range"),
-        [("--repo", {"help": "work tree the path is relative to (default: the current dir)"}),
-         ("--repo-id", {"help": "repository identity instead of origin's URL"}),
-         ("--commit", {"help": "look the lines up literally in this commit (no blame)"}),
-         ("--at", {"help": "blame as of this commit instead of HEAD"}),
-         ("--history", {"nargs": "?", "const": "true", "metavar": "DEPTH",
-                        "help": "one line: also the memories of the versions it replaced, "
-                                "DEPTH versions back (default 3)"})],
-    ),
-    (
-        "by-commit", "memories anchored in a commit", cmd.by_commit,
-        ["mem by-commit 1a2b3c4d --repo ~/app", "mem by-commit 1a2b3c4d --json",
-         "mem by-commit 1a2b3c4d --all --json"],
-        ("sha", "SHA", "a full commit id or a unique prefix"),
-        [("--repo", {"help": "a work tree of the repository (its identity scopes the lookup)"}),
-         _REPO_ID, *_PAGES],
-    ),
-    (
-        "by-author", "evidence from an author's commits", cmd.by_author,
-        ["mem by-author ada@example.com --repo ~/app", "mem by-author 'Ada Lovelace' --json",
-         "mem by-author ada@example.com --limit 100 --json"],
-        ("author", "EMAIL", "author email or name (.mailmap applied)"),
-        [("--repo", {"help": "a work tree of the repository (for .mailmap and scope)"}),
-         _REPO_ID, *_PAGES],
-    ),
-    (
-        "query", "full-text search over memories", cmd.query,
-        ['mem query "retry budget"', "mem query buffer --git-repo github.com/org/app --json"],
-        ("text", "TEXT", "words to search for (web-search syntax)"),
-        [("--git-repo", {"help": "cite each result by its evidence in this repository"}),
-         ("--limit", {"type": int, "default": 20, "help": "results (1-100, default 20)"})],
-    ),
-]  # fmt: skip
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mem``."""
     p: argparse.ArgumentParser
@@ -143,11 +86,6 @@ def build_parser() -> argparse.ArgumentParser:
     _command(
         db_commands, "migrate", "apply pending schema migrations (idempotent)", cmd.db_migrate,
         ["mem db migrate", "mem db migrate --dsn postgresql://me@db.example/mem"],
-        json_output=True,
-    )  # fmt: skip
-    _command(
-        db_commands, "status", "schema version and row counts", cmd.db_status,
-        ["mem db status", "mem db status --json --dsn postgresql://me@db.example/mem"],
         json_output=True,
     )  # fmt: skip
     p = _command(
@@ -179,27 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-redact", action="store_true", help="keep secrets in the text (default: redact)"
     )
 
-    for name, help_text, func, examples, positional, options in _LOOKUPS:
-        p = _command(commands, name, help_text, func, examples, json_output=True, project=True)
-        p.add_argument(positional[0], metavar=positional[1], help=positional[2])
-        for flag, settings in options:
-            p.add_argument(flag, **settings)
-
+    add_operations({(): commands, ("db",): db_commands}, _command)
     p = _command(
-        commands, "blame", "a file's blame as the server computes it (cache, checkpoints)",
-        cmd.blame,
-        ["mem blame src/app.py", "mem blame src/app.py --at v1.2 --json",
-         "mem blame src/app.py --verify"],
-        json_output=True,
+        commands, "doctor",
+        "the store, project, repository and work tree in use, and where each came from",
+        cmd_doctor,
+        ["mem doctor", "mem doctor --json", "mem doctor --repo ~/app"],
+        json_output=True, project=True,
     )  # fmt: skip
-    p.add_argument("file", metavar="FILE", help="a file in a git work tree")
-    p.add_argument("--at", metavar="REV", help="blame as of this commit (default: HEAD)")
-    p.add_argument(
-        "--verify",
-        action="store_true",
-        help="also run git blame --porcelain; list every line that differs (exit 1 if any)",
-    )
-    p.add_argument("--repo", help="work tree FILE is relative to (default: the current dir)")
+    p.add_argument("--repo", metavar="DIR", help="the work tree (default: the current one)")
+    p.add_argument("--repo-id", metavar="ID", help="the repository's identity instead of origin's")
 
     p = _command(
         commands, "demo", "build a sample repository with memories; show a hover", cmd.demo,
@@ -237,32 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="let web pages from this origin call the API, e.g. http://localhost:3000 "
         "(repeatable; default: none)",
     )
-    # -- remember and pending anchors --
-    p = _command(
-        commands, "remember", "record a memory on lines of a file (committed or not yet)",
-        cmd.remember,
-        ['mem remember src/app.py:42 "Three retries: the upstream drops one call in ten."',
-         'mem remember src/app.py:40-60 "Why the cache is per tenant" --brief "per-tenant cache"'],
-        json_output=True, project=True,
-    )  # fmt: skip
-    p.add_argument(
-        "location", metavar="FILE:LINE[-END]", help="the lines, as the work tree has them"
-    )
-    p.add_argument("text", metavar="TEXT", help="what was learned (the evidence, an L0 node)")
-    p.add_argument("--brief", help="a one-line summary over it (an L1 node)")
-    p.add_argument("--query-id", help="the question it answers (default: remembered)")
-    p.add_argument("--repo", help="work tree FILE is relative to (default: the current dir)")
-    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
-    p = _command(
-        db_commands, "resolve-pending",
-        "anchor remembered lines committed since; delete expired ones", cmd.db_resolve_pending,
-        ["mem db resolve-pending", "mem db resolve-pending --repo ~/app --json"],
-        json_output=True, project=True,
-    )  # fmt: skip
-    p.add_argument(
-        "--repo", action="append", help="a work tree to resolve in (repeatable; default: cwd)"
-    )
-    p.add_argument("--repo-id", help="repository identity instead of origin's URL")
     # -- mcp commands --
     p = _command(
         commands, "mcp", "serve the memory tools to coding agents over MCP (stdio by default)",

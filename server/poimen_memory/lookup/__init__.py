@@ -7,23 +7,35 @@ response model.
 - ``service``: the lookup service and its caches.
 """
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from poimen_memory.domain import ProjectId
 from poimen_memory.gitio import BlameCache
 from poimen_memory.gitio.cache import default_cache_path
-from poimen_memory.lookup import checkouts, errors, project, requests, results, service
+from poimen_memory.lookup import (
+    checkouts,
+    errors,
+    fields,
+    project,
+    requests,
+    results,
+    service,
+)
 from poimen_memory.lookup.checkouts import *  # noqa: F403  (the package's API, as listed below)
 from poimen_memory.lookup.errors import *  # noqa: F403
+from poimen_memory.lookup.fields import *  # noqa: F403
 from poimen_memory.lookup.project import *  # noqa: F403
 from poimen_memory.lookup.requests import *  # noqa: F403
 from poimen_memory.lookup.results import *  # noqa: F403
 from poimen_memory.lookup.service import *  # noqa: F403
+from poimen_memory.settings import Settings
 from poimen_memory.store import Store
 
 __all__ = ["build_service", "new_checkouts"]
 __all__ += checkouts.__all__
 __all__ += errors.__all__
+__all__ += fields.__all__
 __all__ += project.__all__
 __all__ += requests.__all__
 __all__ += results.__all__
@@ -42,17 +54,25 @@ def new_checkouts(
 
 def build_service(
     store: Store,
-    repo_dirs: tuple[str | Path, ...] | list[str | Path] | list[str] | list[Path] = (),
+    repo_dirs: Sequence[str | Path] = (),
     default_project: ProjectId | None = None,
     repo_override: str | None = None,
     cache_path: Path | None = None,
     shared_blames: bool = True,
+    *,
+    settings: Settings | None = None,
+    pending: service.PendingResolver | None = None,
 ) -> service.LookupService:
-    """A LookupService with the given work trees registered (NotInRepository if one is not);
-    whole-file blames are shared through ``store`` unless ``shared_blames`` is off."""
-    known = new_checkouts(repo_override, cache_path=cache_path)
-    found = service.LookupService(store, known, default_project)
-    if shared_blames:
+    """A LookupService over ``settings`` (by default: only ``default_project`` and
+    ``repo_override`` set) with the given work trees registered (NotInRepository if one is
+    not); whole-file blames are shared through ``store`` unless ``shared_blames`` is off (or
+    the settings' ``blame.shared_cache``); ``pending`` anchors remembered lines on lookup."""
+    if settings is None:
+        project = None if default_project is None else default_project.value
+        settings = Settings(project=project, repo=repo_override)
+    known = new_checkouts(settings.repo, settings.blame.detect_moves, cache_path=cache_path)
+    found = service.LookupService(store, known, settings, pending)
+    if shared_blames and settings.blame.shared_cache:
         known.share_through(store, found.project_for_repo)
     for directory in repo_dirs:
         known.add(directory)

@@ -9,7 +9,7 @@ from cachetools import LRUCache
 from lsprotocol import types
 from pygls.capabilities import get_capability
 
-from poimen_memory.lookup import LookupResult
+from poimen_memory.lookup import HoverRequest, LookupResult
 from poimen_memory.lsp import UNREACHABLE
 from poimen_memory.lsp.documents import open_document
 from poimen_memory.render import render_hover
@@ -66,13 +66,9 @@ async def hover(ls: PoimenServer, params: types.HoverParams) -> types.Hover | No
     result = await ls.settle(
         f"hover {doc.path}:{line + 1}",
         lambda: ls.service.hover(
-            doc.path,
-            line + 1,
-            doc.text,
-            ls.project(),
-            limits.max_file_bytes,
-            limits.max_file_lines,
-            config.hover.history,
+            HoverRequest(
+                file=str(doc.path), line=line + 1, text=doc.text, history=config.hover.history
+            )
         ),
         unreachable=types.Hover(contents=_content(UNREACHABLE, markdown=False)),
     )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from poimen_memory.domain import Sha256Hash
-from poimen_memory.lookup import DocumentMemories, LineMemory
+from poimen_memory.lookup import DocumentMemories, DocumentRequest, LineMemory
 from poimen_memory.lsp import commands
 from poimen_memory.lsp.documents import Document, give_back_memory, open_document
 
@@ -97,10 +97,7 @@ def build_lenses(uri: str, doc: DocumentMemories, file_summary: bool) -> list[ty
 def _lens_list(ls: PoimenServer, doc: Document) -> DocLenses:
     """The lenses of ``doc`` (in a worker thread: one blame and one store query per file)."""
     config = ls.state.config
-    limits = config.blame
-    memories = ls.service.document(
-        doc.path, doc.text, ls.project(), limits.max_file_bytes, limits.max_file_lines
-    )
+    memories = ls.service.document(DocumentRequest(file=str(doc.path), text=doc.text))
     summary = config.code_lens.file_summary
     lenses = None if memories is None else build_lenses(doc.uri, memories, summary)
     del memories
@@ -109,7 +106,7 @@ def _lens_list(ls: PoimenServer, doc: Document) -> DocLenses:
 
 
 def _needs_blame(ls: PoimenServer, path: Path) -> bool:
-    return ls.state.service is not None and ls.state.service.needs_blame(path)
+    return ls.state.services is not None and ls.state.services.service.needs_blame(path)
 
 
 async def code_lens(ls: PoimenServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:

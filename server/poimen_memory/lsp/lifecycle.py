@@ -14,11 +14,11 @@ from pygls.capabilities import get_capability
 
 from poimen_memory.domain import ContentError
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.lookup import LookupFailed, LookupService, new_checkouts
-from poimen_memory.lsp.config import SECTION, Config, names_section, parse_config
+from poimen_memory.lookup import LookupFailed, LookupService
+from poimen_memory.lsp.config import SECTION, names_section, parse_config
 from poimen_memory.lsp.documents import workspace_roots
-from poimen_memory.recording import PENDING_DAYS, Recorder
-from poimen_memory.settings import load_settings, redact_dsn
+from poimen_memory.operations import build_services
+from poimen_memory.settings import Settings, load_settings, redact_dsn
 from poimen_memory.wiring import IngestListener, open_store
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def initialize(ls: PoimenServer, params: types.InitializeParams) -> None:
     except RuntimeError:
         ls.loop = None
     ls.state.roots = workspace_roots(params)
-    apply_config(ls, params.initialization_options, base=Config())
+    apply_config(ls, params.initialization_options, base=_machine_settings(ls))
     rebuild_service(ls)
 
 
@@ -91,7 +91,18 @@ def shutdown(ls: PoimenServer, params: None) -> None:
         ls.state.listener.stop()
 
 
-def apply_config(ls: PoimenServer, raw: object, *, base: Config | None = None) -> None:
+def _machine_settings(ls: PoimenServer) -> Settings:
+    """The settings of this machine (``POIMEN_*``, the config file), under the client's; a
+    bad one is shown and the defaults are used instead."""
+    try:
+        return load_settings()
+    except ConfigError as exc:
+        shown = redact_dsn(str(exc))
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, shown))
+        return Settings()
+
+
+def apply_config(ls: PoimenServer, raw: object, *, base: Settings | None = None) -> None:
     """Take new settings; report invalid ones (name and value) and use their defaults. A
     problem is shown once: clients send the same settings as initializationOptions and again
     on workspace/configuration."""
@@ -105,36 +116,32 @@ def apply_config(ls: PoimenServer, raw: object, *, base: Config | None = None) -
             continue
         shown = redact_dsn(problem)
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, shown))
-    where = (config.dsn, config.repo, config.blame.detect_moves, config.blame.shared_cache)
-    was = (old.dsn, old.repo, old.blame.detect_moves, old.blame.shared_cache)
-    if ls.state.checkouts is not None and where != was:
+    # The service is built from these; a new value builds a new one.
+    built_from = ("dsn", "project", "repo", "pending_days", "blame")
+    if ls.state.services is not None and any(
+        getattr(config, name) != getattr(old, name) for name in built_from
+    ):
         rebuild_service(ls)
-    elif ls.state.service is not None and config.project != old.project:
-        ls.state.service.default_project = ls.project()
     ls.state.lenses.clear()
 
 
 def rebuild_service(ls: PoimenServer) -> None:
-    """(Re)create the store and the service from the current settings."""
+    """(Re)create the store and the services from the current settings."""
     config = ls.state.config
-    old = ls.state.service
-    checkouts = new_checkouts(config.repo, config.blame.detect_moves)
-    for root in ls.state.roots:
-        try:
-            checkouts.add(root)
-        except LookupFailed as exc:
-            log.info("workspace folder %s: %s", root, exc)
-    ls.state.checkouts = checkouts
+    old = ls.state.services
     try:
         store = _open_store(config.dsn)
     except (ConfigError, ContentError, StoreUnavailable) as exc:
         message = redact_dsn(f"{SECTION}.dsn: {exc}", config.dsn)
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
         store = _open_store(None)
-    ls.state.service = LookupService(store, checkouts, ls.project())
-    ls.state.recorder = Recorder(ls.state.service, _pending_days())
-    if config.blame.shared_cache:
-        checkouts.share_through(store, ls.state.service.project_for_repo)
+    services = build_services(store, config)
+    for root in ls.state.roots:
+        try:
+            services.service.checkouts.add(root)
+        except LookupFailed as exc:
+            log.info("workspace folder %s: %s", root, exc)
+    ls.state.services = services
     # Connect now, in the background, so the first hover does not pay for it.
     threading.Thread(target=store.warm_up, name="poimen-connect", daemon=True).start()
     if old is not None:
@@ -142,22 +149,13 @@ def rebuild_service(ls: PoimenServer) -> None:
     start_listener(ls)
 
 
-def _pending_days() -> float:
-    """How long remembered lines wait for their commit (``pending_days``, else 14)."""
-    try:
-        return load_settings().pending_days
-    except ConfigError as exc:
-        log.info("pending_days: %s", exc)
-        return PENDING_DAYS
-
-
 def start_listener(ls: PoimenServer) -> None:
     """LISTEN for ingests; drop what is cached for the repository and refresh lenses."""
     if ls.state.listener is not None:
         ls.state.listener.stop()
-    service = ls.state.service
-    if service is None:
+    if ls.state.services is None:
         return
+    service = ls.state.services.service
 
     def on_ingest(project: str, repo: str) -> None:
         ls.call_soon(lambda: _ingested(ls, service, project, repo))

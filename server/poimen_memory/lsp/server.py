@@ -27,12 +27,11 @@ from pygls.capabilities import get_capability
 from pygls.lsp.server import LanguageServer
 
 from poimen_memory import __version__
-from poimen_memory.domain import ContentError, ProjectId
+from poimen_memory.domain import ContentError
 from poimen_memory.errors import StoreUnavailable
-from poimen_memory.lookup import Checkouts, LookupFailed, LookupService
+from poimen_memory.lookup import LookupFailed, LookupService
 from poimen_memory.lsp import UNREACHABLE
 from poimen_memory.lsp.buffers import did_change, did_close, did_open
-from poimen_memory.lsp.config import Config
 from poimen_memory.lsp.hover import HoverTexts, hover
 from poimen_memory.lsp.lenses import DocLenses, code_lens, resolve_code_lens
 from poimen_memory.lsp.lifecycle import (
@@ -43,7 +42,8 @@ from poimen_memory.lsp.lifecycle import (
 )
 from poimen_memory.lsp.lookups import COMMANDS, Command
 from poimen_memory.lsp.protocol import PoimenProtocol
-from poimen_memory.recording import Recorder
+from poimen_memory.operations import Services
+from poimen_memory.settings import Settings
 from poimen_memory.wiring import IngestListener
 
 __all__ = ["FEATURES", "PoimenServer", "ServerState", "create_server"]
@@ -57,16 +57,14 @@ U = TypeVar("U")
 class ServerState:
     """What the server holds between requests."""
 
-    config: Config = field(default_factory=Config)
+    config: Settings = field(default_factory=Settings)
     config_problems: frozenset[str] = frozenset()  # as last reported, not shown again
-    service: LookupService | None = None
-    checkouts: Checkouts | None = None
+    services: Services | None = None
     roots: list[Path] = field(default_factory=list)
     lenses: dict[str, DocLenses] = field(default_factory=dict)
     hover_texts: HoverTexts = field(default_factory=HoverTexts)
     unreachable_reported: bool = False
     listener: IngestListener | None = None
-    recorder: Recorder | None = None
 
 
 class PoimenServer(LanguageServer):
@@ -105,16 +103,16 @@ class PoimenServer(LanguageServer):
             self.loop.call_soon_threadsafe(fn)
 
     @property
-    def service(self) -> LookupService:
-        """The lookup service (built at initialize)."""
-        if self.state.service is None:
+    def services(self) -> Services:
+        """What answers operations (built at initialize, again when settings change)."""
+        if self.state.services is None:
             raise StoreUnavailable("the server is not initialized")
-        return self.state.service
+        return self.state.services
 
-    def project(self) -> ProjectId | None:
-        """The configured project, else None (the service derives it from the repository)."""
-        value = self.state.config.project
-        return ProjectId(value) if value else None
+    @property
+    def service(self) -> LookupService:
+        """The lookup service."""
+        return self.services.service
 
     async def settle(
         self,
