@@ -1,0 +1,72 @@
+"""One bounded, thread-safe cache of remembered answers: what every cache of the lookup
+service is."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+from cachetools import LRUCache
+
+__all__ = ["Memo"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Memo(Generic[K, V]):
+    """The ``maxsize`` answers used last, by key, behind a lock of their own. An answer is
+    computed outside the lock (two threads may compute the same one; the last kept wins),
+    and None is never kept."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._entries: LRUCache[K, V] = LRUCache(maxsize)
+        self._lock = threading.Lock()
+
+    @property
+    def maxsize(self) -> int:
+        """How many answers are kept at most."""
+        return int(self._entries.maxsize)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def get(self, key: K) -> V | None:
+        """The answer kept for ``key`` (now the most recently used), else None."""
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        """Keep ``value`` for ``key``, in place of any answer kept for it."""
+        with self._lock:
+            self._entries[key] = value
+
+    def setdefault(self, key: K, value: V) -> V:
+        """The answer kept for ``key``; ``value``, now kept, when there is none."""
+        with self._lock:
+            return self._entries.setdefault(key, value)
+
+    def get_or_compute(self, key: K, compute: Callable[[], V | None]) -> V | None:
+        """The answer kept for ``key``, else ``compute()`` (called outside the lock), kept
+        unless it is None."""
+        found = self.get(key)
+        if found is None:
+            found = compute()
+            if found is not None:
+                self.put(key, found)
+        return found
+
+    def drop_where(self, doomed: Callable[[K], bool]) -> int:
+        """Forget the answers whose key ``doomed`` picks; how many went."""
+        with self._lock:
+            keys = [k for k in self._entries if doomed(k)]
+            for k in keys:
+                del self._entries[k]
+        return len(keys)
+
+    def clear(self) -> None:
+        """Forget every answer."""
+        with self._lock:
+            self._entries.clear()
