@@ -1,0 +1,218 @@
+"""Editor lookups: the memories of a buffer line (hover) and of a whole buffer (code lens),
+unsaved edits mapped to HEAD in process, each checked against the limits on every call and
+answered from the caches while HEAD stays."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from poimen_memory.domain import CommitSha, ProjectId, RepoId
+from poimen_memory.gitio import BlameLine, Blamer, GitError, map_buffer_to_head
+from poimen_memory.lookup.core import LookupCore, TextFacts
+from poimen_memory.lookup.errors import LookupFailed
+from poimen_memory.lookup.lenses import DocumentLenses
+from poimen_memory.lookup.located import LocatedLookups
+from poimen_memory.lookup.requests import DocumentRequest, HoverRequest
+from poimen_memory.lookup.results import DocumentMemories, LineMemory, LookupResult
+
+__all__ = ["EditorLookups"]
+
+
+class EditorLookups:
+    """Hover and document lookups of open (maybe edited) files."""
+
+    def __init__(self, core: LookupCore, located: LocatedLookups, lenses: DocumentLenses) -> None:
+        self._core = core
+        self._located = located
+        self._lenses = lenses
+        # Runs the speculative blame of a hover while the blob is read.
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
+
+    def hover(self, req: HoverRequest) -> LookupResult | None:
+        """The memories of one buffer line (1-based): mapped to HEAD in process, then through
+        blame to its origin (and, on a miss, to rewritten commits whose change landed there;
+        with ``history``, also the memories of the versions it replaced, that many back). None
+        for a line without memories or one typed in the buffer, and for a file (at HEAD or in
+        the buffer) that is binary or over the limits (``blame.max_file_*``): checked on every
+        hover.
+
+        A buffer whose text is HEAD's (recognised by its hash) needs no blob; on a cold file
+        the blob is read while ``git blame -L`` runs, so the first hover costs one blame."""
+        line, buffer_text, project, history = req.line, req.text, req.project, req.history
+        max_bytes, max_lines = self._limits()
+        try:
+            repo_id, blamer, rel = self._core.checkouts.locate(req.file)
+            head = blamer.repo.head()
+        except (LookupFailed, GitError):
+            return None
+        self._core.settle_pending(project, repo_id, blamer, rel, head)
+        facts = None if buffer_text is None else self._text_facts(blamer, rel, buffer_text)
+        known = blamer.text_sha(rel, head)
+        # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
+        speculative = (
+            self._pool.submit(blamer.origin, rel, line, head)
+            if facts is not None and known is None and facts.within(max_bytes, max_lines)
+            else None
+        )
+        if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
+            if speculative is not None:
+                speculative.cancel()
+            return None
+        head_line: int | None = line
+        if buffer_text is not None and facts is not None and known != facts.sha256:
+            if speculative is not None and blamer.text_sha(rel, head) == facts.sha256:
+                try:
+                    origin = speculative.result()
+                except GitError:
+                    return None
+                return self._answer(
+                    blamer, repo_id, rel, head, line, line, project, origin, history
+                )
+            try:
+                data = blamer.head_blob(rel, head)
+            except GitError:
+                return None
+            mapping = self._buffer_to_head(rel, head, data.decode("utf-8", "replace"), buffer_text)
+            if mapping is not None:
+                head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
+        if head_line is None:
+            return None
+        try:
+            origin = blamer.origin(rel, head_line, head, warm=True)
+        except GitError:
+            return None
+        return self._answer(blamer, repo_id, rel, head, line, head_line, project, origin, history)
+
+    def document(self, req: DocumentRequest) -> DocumentMemories | None:
+        """Every memory of a file by buffer line (1-based): one blame and one store query per
+        (file, HEAD), remembered; unsaved edits are mapped in process, so lenses move with
+        their lines and a typed line has none. None for a file (at HEAD or in the buffer)
+        that is binary or over the limits (checked on every call)."""
+        buffer_text, project = req.text, req.project
+        max_bytes, max_lines = self._limits()
+        try:
+            repo_id, blamer, rel = self._core.checkouts.locate(req.file)
+            head = blamer.repo.head()
+        except (LookupFailed, GitError):
+            return None
+        facts = None if buffer_text is None else self._text_facts(blamer, rel, buffer_text)
+        if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
+            return None
+        self._core.settle_pending(project, repo_id, blamer, rel, head)
+        scope = project or self._core.project_for_repo(repo_id)
+
+        def compute() -> DocumentMemories | None:
+            try:
+                blame = blamer.blame_file(rel, head)
+            except GitError:
+                return None
+            return self._lenses.for_document(scope, repo_id, blame, blamer)
+
+        doc = self._core.documents.get_or_compute((scope, repo_id, rel, head), compute)
+        if doc is None:
+            return None
+        if buffer_text is None:
+            return doc
+        try:
+            head_text = blamer.head_blob(rel, head).decode("utf-8", "replace")
+        except GitError:
+            return None
+        mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
+        if mapping is None:
+            return doc
+        by_line: dict[int, tuple[LineMemory, ...]] = {}
+        for index, head_line in enumerate(mapping):
+            if head_line is not None and head_line in doc.by_line:
+                by_line[index + 1] = doc.by_line[head_line]
+        return DocumentMemories(repo_id, rel, by_line)
+
+    def needs_blame(self, path: str | Path) -> bool:
+        """Whether a document lookup of ``path`` would run a whole-file blame (for progress)."""
+        try:
+            _, blamer, rel = self._core.checkouts.locate(path)
+            return blamer.cached(rel, blamer.repo.head()) is None
+        except (LookupFailed, GitError):
+            return False
+
+    def _limits(self) -> tuple[int | None, int | None]:
+        """The most bytes and lines of a file the editor lookups look at (None: any)."""
+        blame = self._core.settings.blame
+        return blame.max_file_bytes, blame.max_file_lines
+
+    def _within_limits(
+        self,
+        blamer: Blamer,
+        rel: str,
+        head: CommitSha,
+        buffer: TextFacts | None,
+        max_bytes: int | None,
+        max_lines: int | None,
+    ) -> bool:
+        """The one check of the limits, made by every editor lookup (each hover, each
+        document), whatever is cached: the buffer (when the file is open) and the file at HEAD
+        are both text within ``max_bytes`` and ``max_lines``. HEAD's facts are remembered
+        per (file, HEAD): the buffer's when it is HEAD's text (recognised by its hash), else
+        the blob's (read once)."""
+        if buffer is not None and not buffer.within(max_bytes, max_lines):
+            return False
+
+        def compute() -> TextFacts | None:
+            if buffer is not None and blamer.text_sha(rel, head) == buffer.sha256:
+                return buffer
+            try:
+                return TextFacts.of(blamer.repo, blamer.head_blob(rel, head), hashed=False)
+            except GitError:
+                return None
+
+        key = (str(blamer.repo.root), rel, head)
+        facts = self._core.head_facts.get_or_compute(key, compute)
+        return facts is not None and facts.within(max_bytes, max_lines)
+
+    def _buffer_to_head(
+        self, rel: str, head: CommitSha, head_text: str, buffer_text: str | None
+    ) -> list[int | None] | None:
+        """Buffer line (0-based) -> HEAD line; None when the buffer is HEAD's text."""
+        if buffer_text is None or buffer_text == head_text:
+            return None
+        return self._core.buffer_maps.get_or_compute(
+            (rel, head, hash(buffer_text)), lambda: map_buffer_to_head(head_text, buffer_text)
+        )
+
+    def _text_facts(self, blamer: Blamer, rel: str, text: str) -> TextFacts:
+        """sha256, size, line count and binariness of a buffer's text, remembered per text
+        (str hashes are cached on the object, so a warm hover does not rehash a large
+        buffer)."""
+        key = (rel, len(text), hash(text))
+        found = self._core.digests.get_or_compute(
+            key, lambda: TextFacts.of(blamer.repo, text.encode("utf-8", "surrogateescape"))
+        )
+        assert found is not None  # computed facts are never None
+        return found
+
+    def _answer(
+        self,
+        blamer: Blamer,
+        repo_id: RepoId,
+        rel: str,
+        head: CommitSha,
+        line: int,
+        head_line: int,
+        project: ProjectId | None,
+        origin: BlameLine | None,
+        history: int = 0,
+    ) -> LookupResult | None:
+        """The answer of a hover from the line's blame origin, remembered per origin (and
+        ``history``); None when it has no memories."""
+        blamer.warm(rel, head)
+        if origin is None:
+            return None
+        scope = project or self._core.project_for_repo(repo_id)
+        key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line, history)
+        result = self._core.hovers.get_or_compute(
+            key,
+            lambda: self._located.at_origin(
+                scope, repo_id, blamer, rel, head, origin, line, head_line, history
+            ),
+        )
+        return result if result is not None and result.memories else None
