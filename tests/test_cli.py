@@ -89,7 +89,8 @@ def test_db_status_counts(capsys: pytest.CaptureFixture[str], empty_dsn: str) ->
     assert body["nodes"] == {"L0": 2, "L1": 2, "L2": 1}
     assert (body["edges"], body["anchors"], body["commits"]) == (5, 2, 2)
     assert body["schema_version"] == body["latest_version"]
-    assert body["store"].endswith("(from --dsn)")
+    code, out, _ = run(capsys, "--dsn", empty_dsn, "doctor", "--json")
+    assert json.loads(out)["store_source"] == "--dsn"
     code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "status")
     assert code == 0
     assert "nodes           L0 2 · L1 2 · L2 1" in out
@@ -123,7 +124,9 @@ def test_env_dsn_is_used(
     monkeypatch.setenv("POIMEN_DSN", store_dsn)
     code, out, _ = run(capsys, "db", "status", "--json")
     assert code == 0
-    assert json.loads(out)["store"].endswith("(from POIMEN_DSN)")
+    assert json.loads(out)["schema_version"] >= 1
+    code, out, _ = run(capsys, "doctor", "--json")
+    assert (code, json.loads(out)["store_source"]) == (0, "POIMEN_DSN")
 
 
 @pytest.mark.parametrize(
@@ -169,7 +172,9 @@ def test_global_options_after_the_command(capsys: pytest.CaptureFixture[str]) ->
         assert json.loads(out)["applied"]
         code, out, _ = run(capsys, "--json", "db", "status", "--dsn", dsn)
         assert code == 0
-        assert json.loads(out)["store"].endswith("(from --dsn)")
+        assert json.loads(out)["schema_version"] >= 1
+        code, out, _ = run(capsys, "--json", "doctor", "--dsn", dsn)
+        assert json.loads(out)["store_source"] == "--dsn"
         # The option before the command still counts when the command does not repeat it.
         code, out, _ = run(capsys, "--dsn", dsn, "--json", "db", "migrate")
         assert (code, json.loads(out)) == (0, {"applied": []})

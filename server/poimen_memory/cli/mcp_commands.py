@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from poimen_memory.cli.errors import UsageError
 from poimen_memory.cli.operations import settings_of, store_target, work_trees
-from poimen_memory.operations import build_services, store_label
+from poimen_memory.operations import build_services
 from poimen_memory.settings import Settings, is_loopback
 from poimen_memory.store import Store
 
@@ -79,12 +79,12 @@ def mcp_serve(args: argparse.Namespace) -> int:
         stream=sys.stderr, level=logging.WARNING, format="mem mcp: %(levelname)s %(message)s"
     )
     with _stdout_to_stderr():
-        dsn, source = store_target(settings)
+        dsn, _ = store_target(settings)
         store = Store(dsn, lazy=True)  # a store down at start is a tool error, not an exit
     with store:
         with _stdout_to_stderr():
             trees = work_trees(args.repo)
-            services = build_services(store, settings, label=store_label(dsn, source))
+            services = build_services(store, settings)
             tools = MemoryTools.serving(services, trees)
         if http is None:
             serve_stdio(tools)

@@ -25,7 +25,7 @@ from poimen_memory.lookup import (
     is_path,
     new_checkouts,
 )
-from poimen_memory.operations import OPERATIONS, Operation, Services, build_services, store_label
+from poimen_memory.operations import OPERATIONS, Operation, Services, build_services
 from poimen_memory.settings import Settings, load_settings
 from poimen_memory.store import Store, embedded_dsn
 
@@ -166,9 +166,9 @@ def _services(op: Operation[Any, Any, Any], args: argparse.Namespace) -> Iterato
     assert spec is not None
     needs_store = op.name != "blame" or (settings.dsn is not None and settings.blame.shared_cache)
     if needs_store:
-        dsn, source = store_target(settings, migrate_embedded=not spec.admin)
+        dsn, _ = store_target(settings, migrate_embedded=not spec.admin)
     else:
-        dsn, source = _NO_STORE, "none needed"
+        dsn = _NO_STORE
     with Store(dsn, max_size=1, lazy=not needs_store) as store:
         trees = [] if spec.admin else _trees(args)
         services = build_services(
@@ -176,7 +176,6 @@ def _services(op: Operation[Any, Any, Any], args: argparse.Namespace) -> Iterato
             settings,
             trees,
             shared_blames=needs_store and op.name != "resolve_pending",
-            label=store_label(dsn, source) if needs_store else "",
         )
         yield services
         services.service.checkouts.flush()

@@ -142,7 +142,9 @@ def _commit_prefix(value: object) -> str:
 
 def _rev(value: object) -> str:
     text = _text(_MAX_REV)(value)
-    if text.startswith("-") or any(c.isspace() or ord(c) < 32 for c in text):
+    if text.startswith("-"):
+        raise ValueError(f"{show(value)} looks like an option; refused")
+    if any(c.isspace() or ord(c) < 32 for c in text):
         raise ValueError(f"expected a commit, branch or tag name, got {show(value)}")
     return text
 

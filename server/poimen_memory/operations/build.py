@@ -28,7 +28,6 @@ def build_services(
     *,
     cache_path: Path | None = None,
     shared_blames: bool = True,
-    label: str = "",
 ) -> Services:
     """The services over ``store`` and the work trees containing ``repo_dirs``
     (NotInRepository if one is in none), as ``settings`` say: its project (or the one derived
@@ -42,4 +41,4 @@ def build_services(
         settings=settings,
         pending=pending_resolver(store),
     )
-    return Services(service, Recorder(service, settings.pending_days), settings, label)
+    return Services(service, Recorder(service, settings.pending_days), settings)

@@ -71,7 +71,7 @@ class BlameResponse(_Out):
 class StatusResponse(_Out):
     """The memory store: where it is, its schema version and how much it holds."""
 
-    store: Annotated[str, Field(description="The store's address (no password) and its source.")]
+    store: Annotated[str, Field(description="The store's address (no password).")]
     schema_version: Annotated[int, Field(description="Schema version (0: none).")]
     latest_version: Annotated[int, Field(description="The schema version this mem uses.")]
     nodes: Annotated[dict[str, int], Field(description="Memory nodes by level.")]

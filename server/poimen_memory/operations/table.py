@@ -48,6 +48,7 @@ from poimen_memory.operations.models import (
 from poimen_memory.recording import Recorder
 from poimen_memory.settings import Settings
 from poimen_memory.store import Store
+from poimen_memory.store.connection import describe_target
 
 __all__ = ["OPERATIONS", "CliSpec", "HttpRoute", "Operation", "Services", "operation"]
 
@@ -59,12 +60,11 @@ Resp = TypeVar("Resp", bound=BaseModel)
 @dataclass(frozen=True, slots=True)
 class Services:
     """What a process built to answer operations: the lookup service (store, checkouts), the
-    recorder over it, the settings in force, and the store's address as shown to users."""
+    recorder over it, and the settings in force."""
 
     service: LookupService
     recorder: Recorder
     settings: Settings
-    store_label: str = ""
 
     @property
     def store(self) -> Store:
@@ -72,10 +72,9 @@ class Services:
         return self.service.store
 
     @classmethod
-    def over(cls, service: LookupService, store_label: str = "") -> Services:
+    def over(cls, service: LookupService) -> Services:
         """The services of an already built lookup service (its settings, a recorder)."""
-        recorder = Recorder(service, service.settings.pending_days)
-        return cls(service, recorder, service.settings, store_label)
+        return cls(service, Recorder(service, service.settings.pending_days), service.settings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +183,7 @@ def _origin(entry: BlameLine | None, text: str | None = None) -> BlameLineOut | 
 def _status(services: Services, req: StatusRequest) -> StatusResponse:
     s = services.store.status()
     return StatusResponse(
-        store=services.store_label,
+        store=describe_target(services.store.dsn),
         schema_version=s.schema_version,
         latest_version=s.latest_version,
         nodes=s.nodes_by_level,
