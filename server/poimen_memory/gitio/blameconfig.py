@@ -18,11 +18,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from poimen_memory.gitio.files import MAX_SETTINGS_FILE, read_regular_file
 from poimen_memory.gitio.refs import FileStamp, stamp
 
-__all__ = ["BlameConfig", "BlameSettings", "BlobSizer"]
+__all__ = ["BlameConfig", "BlameSettings", "BlobSizer", "config_values"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,13 @@ BlobSizer = Callable[[str], tuple[str, str, int] | None]
 
 def _is_revs_list(data: bytes) -> bool:
     return all(_REVS_LINE.fullmatch(line) for line in data.splitlines())
+
+
+def config_values(reader: Any, section: str, option: str) -> tuple[str, ...]:
+    """Every value of ``section.option`` a GitPython configuration reader holds, in order."""
+    if not reader.has_option(section, option):
+        return ()
+    return tuple(str(v) for v in reader.get_values(section, option))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +70,17 @@ class BlameConfig:
     mailmap_files: tuple[str, ...] = ()  # mailmap.file
     mailmap_blobs: tuple[str, ...] = ()  # mailmap.blob
     detect_moves: bool = False
+
+    @classmethod
+    def read(cls, root: Path, reader: Any, detect_moves: bool) -> BlameConfig:
+        """The values a GitPython configuration reader of the repository at ``root`` holds."""
+        return cls(
+            root,
+            config_values(reader, "blame", "ignoreRevsFile"),
+            config_values(reader, "mailmap", "file"),
+            config_values(reader, "mailmap", "blob"),
+            detect_moves,
+        )
 
     def _path(self, value: str) -> Path:
         # git reads relative paths from its working directory: the root, for us.

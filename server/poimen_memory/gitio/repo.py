@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from poimen_memory.domain import CommitInfo, CommitSha, ContentError, RepoId
-from poimen_memory.gitio.blame import Blame, parse_porcelain
-from poimen_memory.gitio.blameconfig import BlameConfig, BlameSettings
+from poimen_memory.gitio.blame import Blame
+from poimen_memory.gitio.blameconfig import BlameConfig, BlameSettings, config_values
+from poimen_memory.gitio.blamerun import LineRanges, blame_args, mark_shallow, run_blame
 from poimen_memory.gitio.errors import (
     BinaryFile,
     EmptyRepository,
@@ -31,9 +32,10 @@ from poimen_memory.gitio.errors import (
 )
 from poimen_memory.gitio.files import read_regular_file
 from poimen_memory.gitio.identity import local_identity, normalize_remote
+from poimen_memory.gitio.mailmap import is_plain_email, mailmapped
 from poimen_memory.gitio.objects import ObjectReader, tree_path_ok
 from poimen_memory.gitio.refs import FileStamp, HeadReader
-from poimen_memory.gitio.runner import GitRunner, check_not_option, finish_stream
+from poimen_memory.gitio.runner import GitRunner, check_not_option
 
 if TYPE_CHECKING:
     import git
@@ -42,8 +44,6 @@ __all__ = ["GitRepo"]
 
 _HEX_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
 _NUL_PROBE = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
-_CONTACT = re.compile(r"(.*?)\s*<([^>]*)>")
-_MAILMAP_BATCH = 256  # contacts per check-mailmap process: well inside any command-line limit
 
 
 def _hex_names(names: Iterable[str]) -> list[str]:
@@ -52,17 +52,6 @@ def _hex_names(names: Iterable[str]) -> list[str]:
         if not isinstance(name, str) or not _HEX_PREFIX.fullmatch(name):
             raise UnsafeArgument(f"commit_sha: expected 4 to 64 hex digits, got {name!r}")
     return wanted
-
-
-def _config_values(reader: Any, section: str, option: str) -> tuple[str, ...]:
-    """Every value of ``section.option`` a GitPython configuration reader holds, in order."""
-    if not reader.has_option(section, option):
-        return ()
-    return tuple(str(v) for v in reader.get_values(section, option))
-
-
-def _contact_ok(name: str, email: str) -> bool:
-    return not any(c in name + email for c in "<>\n\x00")
 
 
 @dataclass
@@ -356,7 +345,7 @@ class GitRepo:
         A name, or anything that is not a plain email address, is returned as it is.
         """
         value = author.strip()
-        if not re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", value):
+        if not is_plain_email(value):
             return {value.lower()}
         name, email = self._mailmapped([("", value)]).get(("", value), ("", ""))
         return {value.lower(), *(v.lower() for v in (name, email) if v)}
@@ -365,64 +354,21 @@ class GitRepo:
         self, contacts: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], tuple[str, str]]:
         # .mailmap as git reads it (no link followed; mailmap.file and .blob pinned): ask git.
-        wanted = [c for c in dict.fromkeys(contacts) if _contact_ok(*c)]
-        out: dict[tuple[str, str], tuple[str, str]] = {}
-        for start in range(0, len(wanted), _MAILMAP_BATCH):
-            batch = wanted[start : start + _MAILMAP_BATCH]
-            args = [f"{n} <{e}>" if n else f"<{e}>" for n, e in batch]
-            done = self.runner.run(
-                self.root,
-                ["check-mailmap", "--", *args],
-                ok_codes=(0, 128),
-                config=self._blame_settings().config,
-            )
-            answers = done.stdout.decode("utf-8", "replace").splitlines()
-            for contact, answer in zip(batch, answers, strict=False):
-                match = _CONTACT.fullmatch(answer.strip())
-                if done.returncode == 0 and match:
-                    out[contact] = (match.group(1), match.group(2))
-        return out
+        return mailmapped(self.runner, self.root, self.blame_config, contacts)
 
     # -- blame ----------------------------------------------------------------------------
 
-    def blame_args(
-        self,
-        rev: CommitSha,
-        path: str,
-        lines: tuple[int, int] | Sequence[tuple[int, int]] | None,
-    ) -> list[str]:
+    def blame_args(self, rev: CommitSha, path: str, lines: LineRanges | None) -> list[str]:
         """The argument list of a blame of the whole file, one range or several (exposed so
         benchmarks run the very same command)."""
         check_not_option("file", path)
-        args = ["blame", "--porcelain", *self._blame_settings().args]
-        if lines is not None and len(lines) == 0:
-            raise UnsafeArgument("line: no lines to blame")
-        ranges: Sequence[object] = (
-            [] if lines is None else [lines] if isinstance(lines[0], int) else lines
-        )
-        for pair in ranges:
-            if not (
-                isinstance(pair, tuple)
-                and len(pair) == 2
-                and all(isinstance(n, int) for n in pair)
-                and 1 <= pair[0] <= pair[1]
-            ):
-                raise UnsafeArgument(f"line: expected 1 <= start <= end, got {pair!r}")
-            args.append(f"-L{pair[0]},{pair[1]}")
-        return [*args, rev.value, "--", path]
+        return blame_args(self._blame_settings().args, rev, path, lines)
 
     def _blame_settings(self) -> BlameSettings:
         # The configuration is read once (invalidate() reads it again); the files it names
         # are watched with lstat, so an edited .mailmap counts from the next blame on.
         if self._config is None:
-            reader = self._gp.config_reader()
-            self._config = BlameConfig(
-                self.root,
-                _config_values(reader, "blame", "ignoreRevsFile"),
-                _config_values(reader, "mailmap", "file"),
-                _config_values(reader, "mailmap", "blob"),
-                self.detect_moves,
-            )
+            self._config = BlameConfig.read(self.root, self._gp.config_reader(), self.detect_moves)
         stamps = self._config.stamps()
         memo = self._settings
         if memo is not None and memo[0] == stamps:
@@ -439,7 +385,7 @@ class GitRepo:
 
     def config_values(self, section: str, option: str) -> tuple[str, ...]:
         """Every value of ``section.option`` in the repository's configuration, in order."""
-        return _config_values(self._gp.config_reader(), section, option)
+        return config_values(self._gp.config_reader(), section, option)
 
     def blame_config(self) -> tuple[str, ...]:
         """The ``key=value`` settings every blame of this repository runs with (the mailmap
@@ -474,44 +420,17 @@ class GitRepo:
         self,
         path: str,
         rev: CommitSha,
-        lines: tuple[int, int] | Sequence[tuple[int, int]] | None = None,
+        lines: LineRanges | None = None,
     ) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``: one range or several),
         parsed as it streams."""
         args = self.blame_args(rev, path, lines)
         config = self._blame_settings().config
-        with self.runner.stream(self.root, args, config=config) as proc:
-            assert proc.stdout is not None
-            try:
-                result = parse_porcelain(proc.stdout, path, rev, complete=lines is None)
-            except BinaryFile:
-                raise
-            except GitFailed:
-                finish_stream(proc, args)
-                raise
-            try:
-                finish_stream(proc, args)
-            except GitFailed as exc:
-                raise self._classify(exc, path, rev) from None
+        result = run_blame(self.runner, self.root, args, config, path, rev, complete=lines is None)
         if lines is None and not result.lines and self._looks_binary(rev, path):
             raise BinaryFile(f"{path} is a binary file")
-        return self._mark_shallow(result)
-
-    def _mark_shallow(self, blame: Blame) -> Blame:
-        # With --root, git marks no boundary; in a shallow clone the grafted commits are one:
-        # their lines may be older than the commit says.
         shallow = read_regular_file(self.root, (self.common_dir or self.root / ".git") / "shallow")
-        grafted = set((shallow or b"").decode("ascii", "replace").split())
-        for sha in [s for s in blame.commits if s.value in grafted]:
-            blame.commits[sha] = replace(blame.commits[sha], boundary=True)
-        return blame
-
-    def _classify(self, exc: GitFailed, path: str, rev: CommitSha) -> GitError:
-        if exc.cause in ("no such path", "no such ref"):
-            return Untracked(f"{path} is not in commit {rev.short()}")
-        if exc.cause == "beyond the end of the file":
-            return UnsafeArgument(f"line: beyond the end of {path}")
-        return exc
+        return mark_shallow(result, shallow)
 
     def _looks_binary(self, rev: CommitSha, path: str) -> bool:
         try:

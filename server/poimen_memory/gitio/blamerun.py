@@ -1,0 +1,102 @@
+"""One run of ``git blame --porcelain``: its arguments (every line range checked first), the
+output parsed as it streams, and what a failure means in our errors.
+
+GitRepo.blame runs it with the repository's blame settings; only GitError subclasses leave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from poimen_memory.domain import CommitSha
+from poimen_memory.gitio.blame import Blame, parse_porcelain
+from poimen_memory.gitio.errors import BinaryFile, GitError, GitFailed, UnsafeArgument, Untracked
+from poimen_memory.gitio.runner import GitRunner, check_not_option, finish_stream
+
+__all__ = ["LineRanges", "blame_args", "mark_shallow", "merged_ranges", "run_blame"]
+
+LineRanges = tuple[int, int] | Sequence[tuple[int, int]]
+"""One ``(start, end)`` range of lines (1-based, inclusive), or several."""
+
+
+def blame_args(
+    settings: Sequence[str], rev: CommitSha, path: str, lines: LineRanges | None
+) -> list[str]:
+    """The argument list of a blame of ``path`` at ``rev`` with the options ``settings``: of
+    the whole file (``lines`` None), one range or several."""
+    check_not_option("file", path)
+    args = ["blame", "--porcelain", *settings]
+    if lines is not None and len(lines) == 0:
+        raise UnsafeArgument("line: no lines to blame")
+    ranges: Sequence[object] = (
+        [] if lines is None else [lines] if isinstance(lines[0], int) else lines
+    )
+    for pair in ranges:
+        if not (
+            isinstance(pair, tuple)
+            and len(pair) == 2
+            and all(isinstance(n, int) for n in pair)
+            and 1 <= pair[0] <= pair[1]
+        ):
+            raise UnsafeArgument(f"line: expected 1 <= start <= end, got {pair!r}")
+        args.append(f"-L{pair[0]},{pair[1]}")
+    return [*args, rev.value, "--", path]
+
+
+def merged_ranges(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Line ranges sorted, with overlapping and touching ones joined."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def run_blame(
+    runner: GitRunner,
+    root: Path,
+    args: Sequence[str],
+    config: Sequence[str],
+    path: str,
+    rev: CommitSha,
+    *,
+    complete: bool,
+) -> Blame:
+    """The blame ``args`` (from blame_args) asks for, parsed as git writes it; a missing path
+    or commit is Untracked, a range past the end of the file UnsafeArgument."""
+    with runner.stream(root, args, config=config) as proc:
+        assert proc.stdout is not None
+        try:
+            result = parse_porcelain(proc.stdout, path, rev, complete=complete)
+        except BinaryFile:
+            raise
+        except GitFailed:
+            finish_stream(proc, args)
+            raise
+        try:
+            finish_stream(proc, args)
+        except GitFailed as exc:
+            raise _classify(exc, path, rev) from None
+    return result
+
+
+def _classify(exc: GitFailed, path: str, rev: CommitSha) -> GitError:
+    if exc.cause in ("no such path", "no such ref"):
+        return Untracked(f"{path} is not in commit {rev.short()}")
+    if exc.cause == "beyond the end of the file":
+        return UnsafeArgument(f"line: beyond the end of {path}")
+    return exc
+
+
+def mark_shallow(blame: Blame, shallow: bytes | None) -> Blame:
+    """``blame`` with the commits a shallow clone grafted (named in ``shallow``, the file)
+    marked boundary. With --root, git marks no boundary; in a shallow clone the grafted
+    commits are one: their lines may be older than the commit says."""
+    grafted = set((shallow or b"").decode("ascii", "replace").split())
+    for sha in [s for s in blame.commits if s.value in grafted]:
+        blame.commits[sha] = replace(blame.commits[sha], boundary=True)
+    return blame
