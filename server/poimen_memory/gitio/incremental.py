@@ -9,7 +9,8 @@ the commits between them that touched the file:
 
 1. ``git log --parents --diff-merges=separate -p -U0 A..C -- path`` gives those commits, with
    history simplified as blame walks it (a merge whose blob equals a parent's follows that
-   parent), their rewritten parents and, per parent, the hunks of the diff blame makes;
+   parent), their rewritten parents and, per parent, the hunks of the diff blame makes
+   (gitio.blamelog reads it);
 2. the lines of C are pushed down through the hunks, newest first, as runs of lines;
 3. lines that reach A take A's blame; a rename is followed into the renamed-from path; lines
    that reach any other commit outside A..C (a side branch forked below A) are blamed there
@@ -27,18 +28,25 @@ every line with ``git blame --porcelain``.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from poimen_memory.domain import CommitSha
-from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine, decode_path
-from poimen_memory.gitio.errors import GitError, GitFailed
+from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
+from poimen_memory.gitio.blamelog import (
+    MAX_WALK,
+    Hunk,
+    Node,
+    Unsupported,
+    blob_hunks,
+    load_history,
+    real_parents,
+    renamed_from,
+)
+from poimen_memory.gitio.blamerun import merged_ranges
 from poimen_memory.gitio.files import read_regular_file
-from poimen_memory.gitio.history import HUNK_HEADER, hunk_numbers
 from poimen_memory.gitio.repo import GitRepo
-from poimen_memory.gitio.runner import check_not_option, finish_stream
+from poimen_memory.gitio.runner import check_not_option
 
 __all__ = [
     "MAX_WALK",
@@ -51,71 +59,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_WALK = 2000
-"""Commits touching the file between the checkpoint and the target; more: git blames."""
-MAX_STREAM_BYTES = 64 * 1024 * 1024
-"""Bytes of history read for one incremental blame; more: git blames."""
 MAX_BOUNDARY = 8
 """Commits outside the walk whose lines are blamed with ``git blame -L``; more: git blames."""
 MAX_RENAMES = 8
 """Renames followed in one incremental blame."""
 CANDIDATES = 256
 """Commits touching the file, newest first, searched for a cached checkpoint."""
-
-_MARK = b"\x00poimen-blame "
-# The diff blame makes, pinned against every setting that changes git log's: hunks apart
-# (diff.interHunkContext), the algorithm (blame's is myers), binary files as text, no
-# textconv or external diff, every parent of a merge, no renames (blame finds them itself),
-# prefixes, colour, notes, relative paths, submodules.
-_DIFF_ARGS = (
-    "-p",
-    "-U0",
-    "--inter-hunk-context=0",
-    "--diff-algorithm=myers",
-    "--text",
-    "--no-textconv",
-    "--no-ext-diff",
-    "--no-renames",
-    "--no-color",
-    "--no-relative",
-    "--submodule=short",
-    "--src-prefix=a/",
-    "--dst-prefix=b/",
-    "--raw",
-    "--no-abbrev",
-)
-_LOG_ARGS = (
-    "log",
-    "--root",
-    "--parents",
-    "--diff-merges=separate",
-    "--no-notes",
-    "--use-mailmap",
-    *_DIFF_ARGS,
-    "--format=%x00poimen-blame %H %P%x00%aN%x00%aE%x00%at%x00%s",
-)
-
-
-class Unsupported(GitError):
-    """The incremental blame cannot promise git's answer here; git blames instead."""
-
-
-@dataclass(slots=True)
-class _Section:
-    """What a commit did to the path against one parent."""
-
-    status: bytes  # b"M" (changed), b"A" (not in the parent), anything else: unsupported
-    old_blob: str
-    new_blob: str
-    hunks: list[tuple[int, int, int, int]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Node:
-    commit: str
-    parents: list[str]
-    author: tuple[str, str, int, str]
-    sections: list[_Section] = field(default_factory=list)
 
 
 # A run of lines: lines start..start+length-1 of the commit's blob are lines at..at+length-1
@@ -235,7 +184,7 @@ class _Walk:
         if tip == self.base and path == self.checkpoint.path:
             self._from_checkpoint(path, runs)
             return
-        nodes = self._load(path, tip)
+        nodes = load_history(self.repo, self.base, path, tip)
         if tip.value not in nodes:
             self._outside(tip.value, path, runs)
             return
@@ -267,10 +216,10 @@ class _Walk:
 
     def _pass(
         self,
-        node: _Node,
+        node: Node,
         path: str,
         runs: list[_Run],
-        nodes: dict[str, _Node],
+        nodes: dict[str, Node],
         pending: dict[str, list[_Run]],
     ) -> None:
         if node.commit in self.ignored:
@@ -290,7 +239,7 @@ class _Walk:
             raise Unsupported(f"{node.commit[:12]}: a diff per parent was expected")
         own_blob = node.sections[0].new_blob
         # Pass 0: the parents that have the path; one with the very same blob takes all.
-        origins: list[tuple[str, str, str, list[tuple[int, int, int, int]]] | None] = []
+        origins: list[tuple[str, str, str, list[Hunk]] | None] = []
         for parent, section in zip(node.parents, node.sections, strict=True):
             if section.status == b"M":
                 if section.old_blob == own_blob:
@@ -309,11 +258,11 @@ class _Walk:
             if origins[i] is not None:
                 continue
             if real is None:
-                real = self._real_parents(node.commit)
+                real = real_parents(self.repo, node.commit)
                 if len(real) != len(node.parents):
                     raise Unsupported(f"{node.commit[:12]}: parents merged by simplification")
             parent = real[i]
-            found = self._renamed_from(parent, node.commit, path)
+            found = renamed_from(self.repo, parent, node.commit, path)
             if found is None:
                 continue
             source, blob = found
@@ -330,7 +279,7 @@ class _Walk:
                 continue  # an earlier parent with the same blob took these lines
             seen.add(blob)
             if source != path:
-                hunks = self._blob_hunks(blob, own_blob)
+                hunks = blob_hunks(self.repo, blob, own_blob)
             passed, runs = _split(runs, hunks)
             if passed:
                 self._hand(parent, source, path, passed, nodes, pending)
@@ -343,7 +292,7 @@ class _Walk:
         source: str,
         path: str,
         runs: list[_Run],
-        nodes: dict[str, _Node],
+        nodes: dict[str, Node],
         pending: dict[str, list[_Run]],
     ) -> None:
         """Give ``runs`` (numbered in ``parent``'s ``source``) to that parent."""
@@ -384,7 +333,9 @@ class _Walk:
         for (commit, path), runs in todo.items():
             blame = self.known(CommitSha(commit), path) if self.known is not None else None
             if blame is None or not blame.complete or blame.path != path:
-                blame = self.repo.blame(path, CommitSha(commit), _ranges(runs))
+                blame = self.repo.blame(
+                    path, CommitSha(commit), merged_ranges([(s, s + n - 1) for s, n, _ in runs])
+                )
             self.extra_commits.update(blame.commits)
             for start, length, at in runs:
                 for k in range(length):
@@ -420,135 +371,8 @@ class _Walk:
             path=path, rev=target, lines=tuple(lines), commits=commits, complete=not partial
         )
 
-    # -- reading history ----------------------------------------------------------------
 
-    def _load(self, path: str, tip: CommitSha) -> dict[str, _Node]:
-        check_not_option("file", path)
-        args = [*_LOG_ARGS, f"^{self.base.value}", tip.value, "--", path]
-        config = self.repo.blame_config()
-        nodes: dict[str, _Node] = {}
-        with self.repo.runner.stream(self.repo.root, args, config=config) as proc:
-            assert proc.stdout is not None
-            data = proc.stdout.read(MAX_STREAM_BYTES + 1)
-            if len(data) > MAX_STREAM_BYTES:
-                raise Unsupported("too much history to read")
-            finish_stream(proc, args)
-        for node in _parse(data, path):
-            if node.commit in nodes:
-                nodes[node.commit].sections.extend(node.sections)
-            else:
-                nodes[node.commit] = node
-            if len(nodes) > MAX_WALK:
-                raise Unsupported(f"more than {MAX_WALK} commits to walk")
-        return nodes
-
-    def _real_parents(self, commit: str) -> list[str]:
-        done = self.repo.runner.run(
-            self.repo.root, ["rev-list", "--parents", "--no-walk", commit, "--"]
-        )
-        ids = done.stdout.decode("ascii", "replace").split()
-        if not ids or ids[0] != commit:
-            raise GitFailed("git rev-list: unexpected output")
-        return ids[1:]
-
-    def _renamed_from(self, parent: str, commit: str, path: str) -> tuple[str, str] | None:
-        """Where blame's rename detection says ``path`` of ``commit`` came from in ``parent``:
-        only the path is a destination, every file deleted from ``parent`` a source."""
-        deleted = self.repo.runner.run(
-            self.repo.root,
-            ["diff-tree", "-r", "-z", "--no-renames", "--diff-filter=D", "--name-only",
-             parent, commit],
-        )  # fmt: skip
-        sources = [p for p in deleted.stdout.split(b"\x00") if p]
-        if not sources:
-            return None
-        if len(sources) > 1000:
-            raise Unsupported("more deleted files than rename detection considers")
-        done = self.repo.runner.run(
-            self.repo.root,
-            ["diff-tree", "-r", "-z", "-M", "--raw", "--no-abbrev", parent, commit, "--",
-             path, *(s.decode("utf-8", "surrogateescape") for s in sources)],
-            config=("core.quotePath=false",),
-        )  # fmt: skip
-        fields = done.stdout.split(b"\x00")
-        i = 0
-        while i < len(fields):
-            head = fields[i]
-            if not head.startswith(b":"):
-                i += 1
-                continue
-            parts = head[1:].split(b" ")
-            status = parts[4][:1] if len(parts) > 4 else b""
-            if status in (b"R", b"C") and i + 2 < len(fields):
-                src = fields[i + 1].decode("utf-8", "surrogateescape")
-                dst = fields[i + 2].decode("utf-8", "surrogateescape")
-                if dst == path:
-                    return src, parts[2].decode("ascii")
-                i += 3
-            else:
-                i += 2
-        return None
-
-    def _blob_hunks(self, old: str, new: str) -> list[tuple[int, int, int, int]]:
-        args = ["diff", *_DIFF_ARGS, old, new]
-        done = self.repo.runner.run(self.repo.root, args, config=self.repo.blame_config())
-        hunks: list[tuple[int, int, int, int]] = []
-        for line in done.stdout.split(b"\n"):
-            m = HUNK_HEADER.match(line)
-            if m:
-                hunks.append(hunk_numbers(m.groups()))
-        return hunks
-
-
-# What the parser looks for, each at the start of a line: the commit header, a raw diff line,
-# a hunk header. Content lines of a -U0 patch start with "+", "-" or "\\", so they never match.
-_EVENTS = re.compile(
-    rb"^(?:\x00poimen-blame ([^\n]*)"
-    rb"|:(\d{6}) (\d{6}) ([0-9a-f]{40,64}) ([0-9a-f]{40,64}) ([A-Z])\d*\t([^\n]*)"
-    rb"|" + HUNK_HEADER.pattern + rb")",
-    re.M,
-)
-
-
-def _parse(data: bytes, path: str) -> Iterator[_Node]:
-    """Nodes of ``git log`` output, one per section (a merge comes once per parent)."""
-    node: _Node | None = None
-    section: _Section | None = None
-    for m in _EVENTS.finditer(data):
-        if m.group(1) is not None:
-            if node is not None:
-                yield node
-            head, _, rest = m.group(1).partition(b"\x00")
-            ids = head.decode("ascii", "replace").split()
-            parts = rest.split(b"\x00")
-            if len(parts) != 4 or not ids:
-                raise GitFailed("git log: unexpected output")
-            name, email, when, subject = (p.decode("utf-8", "replace") for p in parts)
-            node = _Node(ids[0], ids[1:], (name, email, int(when or 0), subject))
-            section = None
-        elif node is None:
-            continue
-        elif m.group(2) is not None:
-            if decode_path(m.group(7)) != path:
-                raise Unsupported(f"{node.commit[:12]}: {path} was a directory")
-            if node.sections:
-                raise Unsupported(f"{node.commit[:12]}: two entries for one parent")
-            old_mode, new_mode, status = m.group(2), m.group(3), m.group(6)
-            if status == b"M" and old_mode[:2] != new_mode[:2]:
-                status = b"T"
-            if b"160000" in (old_mode, new_mode):
-                status = b"T"
-            section = _Section(status, m.group(4).decode(), m.group(5).decode())
-            node.sections.append(section)
-        else:
-            if section is None:
-                raise Unsupported("a hunk before its file")
-            section.hunks.append(hunk_numbers(m.group(8, 9, 10, 11)))
-    if node is not None:
-        yield node
-
-
-def _unchanged(hunks: Sequence[tuple[int, int, int, int]]) -> Iterator[tuple[int, int, int]]:
+def _unchanged(hunks: Sequence[Hunk]) -> Iterator[tuple[int, int, int]]:
     """(new start, old start, length) of the blocks a diff left alone, then one open block."""
     new_at, old_at = 1, 1
     for old_start, old_count, new_start, new_count in hunks:
@@ -562,9 +386,7 @@ def _unchanged(hunks: Sequence[tuple[int, int, int, int]]) -> Iterator[tuple[int
     yield new_at, old_at, -1  # everything after the last hunk
 
 
-def _split(
-    runs: list[_Run], hunks: Sequence[tuple[int, int, int, int]]
-) -> tuple[list[_Run], list[_Run]]:
+def _split(runs: list[_Run], hunks: Sequence[Hunk]) -> tuple[list[_Run], list[_Run]]:
     """Runs (sorted) cut into those a parent has unchanged (renumbered to its lines) and the
     rest."""
     passed: list[_Run] = []
@@ -587,14 +409,3 @@ def _split(
             passed.append((old_start + pos - new_start, stop - pos, at + pos - start))
             pos = stop
     return passed, kept
-
-
-def _ranges(runs: list[_Run]) -> list[tuple[int, int]]:
-    spans = sorted((s, s + n - 1) for s, n, _ in runs)
-    merged: list[tuple[int, int]] = []
-    for lo, hi in spans:
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
-        else:
-            merged.append((lo, hi))
-    return merged
