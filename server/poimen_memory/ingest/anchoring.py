@@ -1,0 +1,218 @@
+"""Placing one anchor request of a draft on commit lines, for ingest.enrich.
+
+A request names lines at HEAD, lines or a whole file at a commit, an edit's text, or an Agent
+Trace range; each becomes runs of lines at the commits that produced them, as blame says. What
+this asks of git was gathered in batches beforehand (Gathered); a request that cannot be
+resolved raises BadRequest, and edits and trace ranges that cannot be placed with certainty
+are left unanchored and counted, never guessed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from poimen_memory.domain import CommitSha, is_commit_prefix
+from poimen_memory.gitio import Blame, BlameLine, GitError, GitRepo
+from poimen_memory.ingest.model import LinesAtCommit, LinesAtHead, TextAtHead, TraceRange, WholeFile
+
+__all__ = ["EDIT_CLOCK_SKEW", "BadRequest", "Gathered", "Run", "resolve"]
+
+
+# An edit's lines count as produced by it only if committed no earlier than this before it.
+EDIT_CLOCK_SKEW = timedelta(minutes=2)
+
+# (commit, path, first line, last line, at the lines' origin); (0, 0): the whole file.
+Run = tuple[CommitSha, str, int, int, bool]
+
+
+class BadRequest(Exception):
+    """An anchor request that cannot be resolved: the draft is reported bad with this."""
+
+
+def _runs(origins: Sequence[BlameLine]) -> list[Run]:
+    """Group origins into (commit, path, first, last) runs of consecutive original lines."""
+    runs: list[Run] = []
+    for o in origins:
+        if runs:
+            commit, path, first, last, _ = runs[-1]
+            if commit == o.commit and path == o.orig_path and o.orig_line == last + 1:
+                runs[-1] = (commit, path, first, o.orig_line, True)
+                continue
+        runs.append((o.commit, o.orig_path, o.orig_line, o.orig_line, True))
+    return runs
+
+
+@dataclass(slots=True)
+class Gathered:
+    """What resolving a request may ask of the repository, gathered in batches beforehand,
+    and how many edits and trace ranges were left unanchored."""
+
+    repo: GitRepo
+    head: CommitSha
+    resolved: dict[str, CommitSha | None]
+    ambiguous: set[str]
+    blobs: dict[tuple[CommitSha, str], bytes | None]
+    present: set[tuple[CommitSha, str]]
+    blame_at: Callable[[str, CommitSha], Blame]
+    lines_at: Callable[[str, CommitSha], dict[int, BlameLine] | None]
+    unlocated: int = 0
+
+    def commit(self, name: str, field_name: str = "commit") -> CommitSha:
+        """The commit a request names; BadRequest naming it when it is malformed, ambiguous or
+        not in the repository."""
+        if not is_commit_prefix(name):
+            raise BadRequest(f"{field_name}: {name!r} is not a commit id (4 to 64 hex digits)")
+        sha = self.resolved.get(name)
+        if sha is None and name in self.ambiguous:
+            raise BadRequest(
+                f"{field_name} {name!r} is ambiguous in the repository at {self.repo.root} "
+                "(several objects start with it); give more digits"
+            )
+        if sha is None:
+            raise BadRequest(f"{field_name} {name!r} is not in the repository at {self.repo.root}")
+        return sha
+
+
+def resolve(request: object, git: Gathered) -> list[Run]:
+    """The runs of lines ``request`` names, at the commits that produced them (with the lines
+    as named, for a request at a commit); BadRequest when it cannot be resolved."""
+    head = git.head
+    if isinstance(request, TraceRange):
+        return _place_trace(request, git)
+    if isinstance(request, LinesAtCommit | WholeFile) and request.commit is not None:
+        sha = git.commit(request.commit)
+        if (sha, request.file) not in git.present:
+            raise BadRequest(f"{request.file} is not in commit {sha.short()}")
+        if isinstance(request, WholeFile):
+            return [(sha, request.file, 0, 0, False)]
+        # The lines as named (for lookups by commit), and where blame at that commit says
+        # they came from (for hovers, wherever the lines are now).
+        found = git.lines_at(request.file, sha)
+        wanted = range(request.start, request.end + 1)
+        if found is None or any(n not in found for n in wanted):
+            blame = git.blame_at(request.file, sha)  # some named range is past the end
+            if request.end > len(blame.lines):
+                raise BadRequest(
+                    f"lines {request.start}-{request.end}: {request.file} has "
+                    f"{len(blame.lines)} lines in commit {sha.short()}"
+                )
+            found = {o.line: o for o in blame.lines}
+        literal: Run = (sha, request.file, request.start, request.end, False)
+        return [literal, *_runs([found[n] for n in wanted])]
+    if isinstance(request, WholeFile):
+        try:
+            last = git.repo.last_commit(request.file, head)
+        except GitError as exc:
+            raise BadRequest(str(exc)) from None
+        return [(last, request.file, 0, 0, False)]
+    if isinstance(request, LinesAtHead):
+        if git.blobs.get((head, request.file)) is None:
+            raise BadRequest(f"{request.file} is not in HEAD ({head.short()})")
+        blame = git.blame_at(request.file, head)
+        if request.end > len(blame.lines):
+            raise BadRequest(
+                f"lines {request.start}-{request.end}: {request.file} has {len(blame.lines)} "
+                "lines at HEAD"
+            )
+        return _runs(blame.lines[request.start - 1 : request.end])
+    if isinstance(request, TextAtHead):
+        return _locate_edit(
+            request, git.blobs.get((head, request.file)), lambda f: git.blame_at(f, head), git
+        )
+    raise BadRequest(f"unknown anchor request {request!r}")
+
+
+def _place_trace(request: TraceRange, git: Gathered) -> list[Run]:
+    """An Agent Trace range at revision R: at R when blame at R says R produced its lines (as
+    the spec describes ranges); else, as the spec's reference hook writes them (positions in
+    the work tree on top of R, committed later), at the first later commit on HEAD's history
+    that touched the file, when blame there says that commit produced the lines at those
+    positions. The content hash, when given in a known form, must match too. Otherwise the
+    range is left unanchored and counted: never placed on lines it did not produce."""
+    revision = git.commit(request.revision, "vcs.revision")
+    if (revision, request.file) in git.present:
+        placed = _produced_by(request, revision, git)
+        if placed is not None:
+            return placed
+    try:
+        later = git.repo.next_commit_touching(request.file, revision, git.head)
+    except GitError:
+        later = None
+    if later is not None:
+        placed = _produced_by(request, later, git)
+        if placed is not None:
+            return placed
+    git.unlocated += 1
+    return []
+
+
+def _produced_by(request: TraceRange, commit: CommitSha, git: Gathered) -> list[Run] | None:
+    """The range as origin anchors at ``commit`` if ``commit`` produced every line of it."""
+    try:
+        blame = git.blame_at(request.file, commit)
+    except BadRequest:
+        return None
+    if request.end > len(blame.lines):
+        return None
+    lines = blame.lines[request.start - 1 : request.end]
+    if any(o.commit != commit for o in lines):
+        return None
+    if request.content_hash is not None and not _hash_matches(request, commit, git):
+        return None
+    return _runs(lines)
+
+
+def _hash_matches(request: TraceRange, commit: CommitSha, git: Gathered) -> bool:
+    """Whether the range's text at ``commit`` has the given content hash. Only ``sha256:<hex>``
+    (of the lines joined by newlines, with or without a final one) can be checked; a hash in
+    another form is not evidence either way and is passed over."""
+    scheme, _, digest = (
+        request.content_hash.partition(":") if request.content_hash else ("", "", "")
+    )
+    if scheme.lower() != "sha256" or not digest:
+        return True
+    try:
+        data = git.repo.blob(commit, request.file)
+    except GitError:
+        return False
+    lines = data.split(b"\n")[request.start - 1 : request.end]
+    text = b"\n".join(line.removesuffix(b"\r") for line in lines)
+    candidates = {hashlib.sha256(t).hexdigest() for t in (text, text + b"\n")}
+    return digest.lower() in candidates
+
+
+def _locate_edit(
+    request: TextAtHead,
+    data: bytes | None,
+    blame_of: Callable[[str], Blame],
+    git: Gathered,
+) -> list[Run]:
+    """Lines the edit produced, or nothing when they cannot be placed with certainty."""
+    needle = request.text.strip("\n")
+    if data is None or not needle.strip():
+        git.unlocated += 1
+        return []
+    text = data.decode("utf-8", "surrogateescape")
+    first = text.find(needle)
+    if first < 0 or text.find(needle, first + 1) >= 0:
+        git.unlocated += 1  # gone since, or ambiguous: never guess
+        return []
+    start = text.count("\n", 0, first) + 1
+    end = start + needle.count("\n")
+    try:
+        blame = blame_of(request.file)
+    except BadRequest:
+        git.unlocated += 1
+        return []
+    kept = []
+    for origin in blame.lines[start - 1 : end]:
+        commit = blame.commits[origin.commit]
+        # Lines older than the edit existed before it: the edit did not produce them.
+        if commit.author_time >= request.not_before - EDIT_CLOCK_SKEW and not commit.boundary:
+            kept.append(origin)
+    if not kept:
+        git.unlocated += 1
+    return _runs(kept)
