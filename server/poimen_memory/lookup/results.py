@@ -13,18 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    SerializerFunctionWrapHandler,
-    field_validator,
-    model_serializer,
-)
+from typing import Any
 
 from poimen_memory.domain import CommitInfo, CommitSha, Level, MemoryNode, RepoId, Sha256Hash
-from poimen_memory.domain.checks import format_utc, parse_timestamp
+from poimen_memory.domain.checks import format_utc
+from poimen_memory.lookup.responses import (
+    EarlierOut,
+    GitCommitOut,
+    GitContextOut,
+    How,
+    LandedOut,
+    LookupResponse,
+    NodeOut,
+    PendingOut,
+    PlacedOut,
+    RememberResponse,
+    RepoOut,
+)
 from poimen_memory.store import Evidence
 
 __all__ = [
@@ -54,164 +59,8 @@ __all__ = [
 ]
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class GitCommitOut(_Out):
-    """The seed's ``git_commit``: the commit the evidence is anchored in."""
-
-    sha: str
-    message: str
-    author: str
-    author_name: str
-    date: str
-
-
-class GitContextOut(_Out):
-    """The seed's ``git_context``: where the evidence sits, with its commit."""
-
-    repo: str
-    file: str
-    line: int
-    line_end: int
-    commit_sha: str
-    commit_msg: str
-    author: str
-    author_name: str
-    author_date: str
-
-
-How = Literal["same-change", "squash"]
-
-
-class LandedOut(_Out):
-    """How a memory of a rewritten commit arrived: the commit it was recorded on (no longer in
-    the history) and the commit its change landed as; ``how`` is ``same-change`` (rebase,
-    cherry-pick: the same change under a new id) or ``squash`` (inside a larger or edited
-    change: squash merge, amend, fixup)."""
-
-    recorded_commit: str
-    landed_commit: str
-    how: Literal["same-change", "squash"]
-
-
-class EarlierOut(_Out):
-    """A memory about an earlier version of the line: the lines it is anchored to were
-    replaced by ``replaced_by`` (on ``replaced_at``); ``depth`` 1 is the version just before."""
-
-    replaced_by: str
-    replaced_at: str
-    depth: int
-
-
 # git_commit's keys as git_context names them.
 _CONTEXT_NAMES = {"sha": "commit_sha", "message": "commit_msg", "date": "author_date"}
-
-
-class NodeOut(_Out):
-    """The seed's node object. ``anchors`` and ``lines`` appear when there are any;
-    ``parents`` on top-level nodes only (every node above this one: see the module's rule).
-    Timestamps are UTC, written with ``Z``."""
-
-    sha256: str
-    level: Literal["L0", "L1", "L2"]
-    brief: str
-    text: str
-    created_at: str
-    query_id: str | None
-    run_id: str
-    git_ref: str | None
-    git_commit: GitCommitOut | None
-    git_context: GitContextOut | None
-    anchors: list[GitContextOut] | None = None
-    lines: list[int] | None = None
-    parents: list[NodeOut] | None = None
-    landed: LandedOut | None = None
-    earlier_version: EarlierOut | None = None
-
-    @model_serializer(mode="wrap")
-    def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        for key in ("anchors", "lines", "parents", "landed", "earlier_version"):
-            if out.get(key) is None:
-                out.pop(key, None)
-        return out
-
-
-RepoOut = str | list[str]
-"""The repository a response is about, or the repositories its nodes come from."""
-
-
-class LookupResponse(_Out):
-    """The answer of every lookup on every surface: the repository and the nodes, L0 evidence
-    first (newest first), then the L1 and L2 nodes above it.
-
-    ``repo``: the repository the lookup was scoped to; unscoped, the repository the nodes'
-    evidence is in, or a list of them (sorted) when there are several or none; each cited node
-    names its own in ``git_context.repo``. ``mapped`` (by-git only): true when the lines were
-    mapped through blame in a work tree of the repository, false when they were looked up as
-    stored (``commit_sha`` given, or no work tree of the repository here). ``truncated``: the
-    answer stopped at its bound and more exists (by-commit and by-author: anchors beyond
-    ``limit``, fetched with ``cursor``; query: matches beyond ``limit``; by-git: anchors beyond
-    the lookup's bound). ``cursor`` (by-commit and by-author, when truncated): pass it back as
-    ``cursor``, with the same request, for the next page."""
-
-    repo: RepoOut
-    nodes: list[NodeOut]
-    mapped: bool | None = None
-    truncated: bool = False
-    cursor: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        for key in ("mapped", "cursor"):
-            if out.get(key) is None:
-                out.pop(key, None)
-        return out
-
-
-class PlacedOut(_Out):
-    """Lines a remembered memory is anchored to: at their origin commit, as blame says."""
-
-    commit: str
-    file: str
-    line_start: int
-    line_end: int
-
-
-class PendingOut(_Out):
-    """Lines of a remembered memory that are not committed yet (numbered as in the work tree
-    when it was recorded): they become anchors once a commit after ``base`` holds them."""
-
-    file: str
-    line_start: int
-    line_end: int
-    base: str | None
-    expires_at: str
-
-    @field_validator("expires_at")
-    @classmethod
-    def _in_utc(cls, value: str) -> str:
-        return format_utc(parse_timestamp("expires_at", value))
-
-
-class RememberResponse(_Out):
-    """What ``remember`` recorded: the L0 node (and the L1 over it, given a brief), whether
-    it is new, where it is anchored, which lines wait for a commit, and the secrets taken out
-    of the text before it was stored."""
-
-    project: str
-    repo: str
-    file: str
-    lines: tuple[int, int]
-    node: str
-    brief_node: str | None
-    created: bool
-    anchored: list[PlacedOut]
-    pending: list[PendingOut]
-    redacted: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
