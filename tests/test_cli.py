@@ -90,7 +90,7 @@ def test_db_status_counts(capsys: pytest.CaptureFixture[str], empty_dsn: str) ->
     assert (body["edges"], body["anchors"], body["commits"]) == (5, 2, 2)
     assert body["schema_version"] == body["latest_version"]
     code, out, _ = run(capsys, "--dsn", empty_dsn, "doctor", "--json")
-    assert json.loads(out)["store_source"] == "--dsn"
+    assert json.loads(out)["store"]["source"] == "--dsn"
     code, out, _ = run(capsys, "--dsn", empty_dsn, "db", "status")
     assert code == 0
     assert "nodes           L0 2 · L1 2 · L2 1" in out
@@ -126,7 +126,7 @@ def test_env_dsn_is_used(
     assert code == 0
     assert json.loads(out)["schema_version"] >= 1
     code, out, _ = run(capsys, "doctor", "--json")
-    assert (code, json.loads(out)["store_source"]) == (0, "POIMEN_DSN")
+    assert (code, json.loads(out)["store"]["source"]) == (0, "POIMEN_DSN")
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ def test_global_options_after_the_command(capsys: pytest.CaptureFixture[str]) ->
         assert code == 0
         assert json.loads(out)["schema_version"] >= 1
         code, out, _ = run(capsys, "--json", "doctor", "--dsn", dsn)
-        assert json.loads(out)["store_source"] == "--dsn"
+        assert json.loads(out)["store"]["source"] == "--dsn"
         # The option before the command still counts when the command does not repeat it.
         code, out, _ = run(capsys, "--dsn", dsn, "--json", "db", "migrate")
         assert (code, json.loads(out)) == (0, {"applied": []})

@@ -12,6 +12,7 @@ import ipaddress
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, get_args
 from urllib.parse import unquote
@@ -60,6 +61,11 @@ CONFIG_KEYS = (
     "log_level",
 )
 _GROUPS = frozenset({"hover", "code_lens", "blame"})
+# The sources ``load_settings`` reads, while it runs (the model alone reads none).
+_Sources = Callable[
+    [type[BaseSettings], PydanticBaseSettingsSource], tuple[PydanticBaseSettingsSource, ...]
+]
+_LOADING: ContextVar[_Sources | None] = ContextVar("_LOADING", default=None)
 # Keys of earlier versions, and what they are now.
 _RENAMED = {"shared_blame_cache": "[blame] shared_cache"}
 _FLAGS = {
@@ -341,8 +347,9 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """``Settings(...)`` and ``model_validate`` take only what they are given (defaults
         for the rest): ``load_settings`` is the one place that reads the environment and the
-        config file."""
-        return (init_settings,)
+        config file (it names the sources while it runs)."""
+        loading = _LOADING.get()
+        return (init_settings,) if loading is None else loading(settings_cls, env_settings)
 
     @field_validator("dsn", mode="before")
     @classmethod
@@ -421,29 +428,23 @@ def load_settings(flags: Mapping[str, Any] | None = None) -> Settings:
     then defaults. A bad value is a ConfigError naming where it was set."""
     origins: dict[str, str] = {}
 
-    class _Loaded(Settings):
-        @classmethod
-        def settings_customise_sources(
-            cls,
-            settings_cls: type[BaseSettings],
-            init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource,
-            dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
-        ) -> tuple[PydanticBaseSettingsSource, ...]:
-            from_env = env_settings()
-            path = Path(from_env.get("config") or _default_config())
-            table = read_config(path)
-            _check_keys(table, path)
-            in_file = {k: v for k, v in table.items() if k in CONFIG_KEYS}
-            return (
-                _Labelled(settings_cls, flags or {}, lambda k: _FLAGS.get(k, k), origins),
-                _Labelled(settings_cls, from_env, _env_name, origins),
-                _Labelled(settings_cls, in_file, lambda _: f"config file {path}", origins),
-            )
+    def sources(
+        settings_cls: type[BaseSettings], env_settings: PydanticBaseSettingsSource
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        from_env = env_settings()
+        path = Path(from_env.get("config") or _default_config())
+        table = read_config(path)
+        _check_keys(table, path)
+        in_file = {k: v for k, v in table.items() if k in CONFIG_KEYS}
+        return (
+            _Labelled(settings_cls, flags or {}, lambda k: _FLAGS.get(k, k), origins),
+            _Labelled(settings_cls, from_env, _env_name, origins),
+            _Labelled(settings_cls, in_file, lambda _: f"config file {path}", origins),
+        )
 
+    loading = _LOADING.set(sources)
     try:
-        loaded = _Loaded()
+        loaded = Settings()
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         loc = [str(p) for p in error["loc"]]
@@ -451,4 +452,6 @@ def load_settings(flags: Mapping[str, Any] | None = None) -> Settings:
         cause = (error.get("ctx") or {}).get("error")
         message = str(cause) if isinstance(cause, ValueError) else f"{key} {error['msg'].lower()}"
         raise ConfigError(f"{origins.get(key, key)}: {message}") from None
+    finally:
+        _LOADING.reset(loading)
     return Settings.model_construct(**{**dict(loaded), "origins": origins})

@@ -1,5 +1,6 @@
 """``mem doctor``: what ``mem`` would use here, and why: the config file, the store, the
-project (by the one project rule), the repository identity and the work tree."""
+work tree, the repository identity and the project (by the one project rule), each with
+where it came from."""
 
 from __future__ import annotations
 
@@ -18,67 +19,76 @@ from poimen_memory.settings import Settings
 from poimen_memory.store import Store
 from poimen_memory.store.connection import describe_target
 
-__all__ = ["Doctor", "doctor"]
+__all__ = ["Doctor", "Found", "doctor"]
+
+
+class Found(BaseModel):
+    """A value ``mem`` uses here, where it came from, and (for files and the store) its
+    state."""
+
+    value: Annotated[str | None, Field(description="The value (None: none).")]
+    source: Annotated[str, Field(description="Where it came from, or why there is none.")]
+    state: Annotated[str | None, Field(description="Its state, where it has one.")] = None
 
 
 class Doctor(BaseModel):
-    """What ``mem`` uses here, each value with where it came from."""
+    """What ``mem`` uses here."""
 
-    config_file: Annotated[str, Field(description="The config file read (it may not exist).")]
-    config_file_exists: Annotated[bool, Field(description="Whether the config file exists.")]
-    store: Annotated[str, Field(description="The memory store (no password).")]
-    store_source: Annotated[str, Field(description="Where the store was set.")]
-    store_state: Annotated[
-        str,
-        Field(description="`ok`, `unreachable`, `schema missing`, or `not started` (embedded)."),
+    config_file: Annotated[Found, Field(description="The config file (state: found, none).")]
+    store: Annotated[
+        Found,
+        Field(description="The store (state: ok, unreachable, schema missing, not started)."),
     ]
-    work_tree: Annotated[str | None, Field(description="The git work tree, if in one.")]
-    repo: Annotated[str | None, Field(description="The repository's identity.")]
-    repo_source: Annotated[str | None, Field(description="Where the identity came from.")]
-    project: Annotated[str | None, Field(description="The project in use (None: required).")]
-    project_source: Annotated[str, Field(description="Why this project (the one rule).")]
+    work_tree: Annotated[Found, Field(description="The git work tree.")]
+    repo: Annotated[Found, Field(description="The repository's identity.")]
+    project: Annotated[Found, Field(description="The project (the one project rule).")]
 
 
-def _store(settings: Settings) -> tuple[str, str, str]:
+def _store(settings: Settings) -> Found:
     if settings.dsn is None:
         where = f"embedded Postgres in {settings.data_dir / 'pgdata'}"
-        return where, "default: no dsn set", "not started"
+        return Found(value=where, source="default: no dsn set", state="not started")
     store = Store(settings.dsn, lazy=True, timeout=3.0)
     with contextlib.closing(store):
         problem = store.probe()
     state = "ok" if problem is None else "schema missing"
     if problem is not None and not isinstance(problem, SchemaMissing):
         state = "unreachable"
-    return describe_target(settings.dsn), settings.origin("dsn") or "settings", state
+    source = settings.origin("dsn") or "settings"
+    return Found(value=describe_target(settings.dsn), source=source, state=state)
 
 
 def examine(args: argparse.Namespace) -> Doctor:
     """What ``mem`` would use, run here with these arguments."""
     settings = settings_of(args)
     base = Path(args.repo) if args.repo else Path.cwd()
-    root = identity = source = None
+    tree = Found(value=None, source=f"{base} is not in a git work tree")
+    repo = Found(value=None, source="no work tree")
+    identity = None
     with contextlib.suppress(LookupFailed, LookupInputError):
         identity, blamer = new_checkouts(settings.repo).add(base)
-        root = str(blamer.repo.root)
+        tree = Found(value=str(blamer.repo.root), source="--repo" if args.repo else "the cwd")
         if settings.repo is not None:
             source = settings.origin("repo") or "settings"
         elif identity.value.startswith("local/"):
             source = "local: no remote (derived from the root commit)"
         else:
             source = "the work tree's remote (origin, else the first)"
+        repo = Found(value=identity.value, source=source)
     choice = decide_project(settings, identity)
-    store, store_source, state = _store(settings)
+    config = settings.config
     return Doctor(
-        config_file=str(settings.config),
-        config_file_exists=settings.config.is_file(),
-        store=store,
-        store_source=store_source,
-        store_state=state,
-        work_tree=root,
-        repo=None if identity is None else identity.value,
-        repo_source=source,
-        project=None if choice.project is None else choice.project.value,
-        project_source=choice.source,
+        config_file=Found(
+            value=str(config),
+            source=settings.origin("config") or "default",
+            state="found" if config.is_file() else "none: defaults apply",
+        ),
+        store=_store(settings),
+        work_tree=tree,
+        repo=repo,
+        project=Found(
+            value=None if choice.project is None else choice.project.value, source=choice.source
+        ),
     )
 
 
@@ -88,14 +98,8 @@ def doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(found.model_dump(mode="json"), indent=2))
         return 0
-    exists = "" if found.config_file_exists else " (none there: defaults apply)"
-    rows = [
-        ("config file", f"{found.config_file}{exists}"),
-        ("store", f"{found.store} (from {found.store_source}; {found.store_state})"),
-        ("work tree", found.work_tree or "none: not in a git work tree"),
-        ("repository", f"{found.repo} (from {found.repo_source})" if found.repo else "none"),
-        ("project", f"{found.project or 'none: give --project'} (from {found.project_source})"),
-    ]
-    for name, value in rows:
-        print(f"{name:<12} {value}")
+    for name in Doctor.model_fields:
+        item: Found = getattr(found, name)
+        state = "" if item.state is None else f"; {item.state}"
+        print(f"{name.replace('_', ' '):<12} {item.value or 'none'} (from {item.source}{state})")
     return 0

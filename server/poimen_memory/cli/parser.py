@@ -59,6 +59,22 @@ def _command(
     return p
 
 
+def _hook_change(
+    p: argparse.ArgumentParser,
+    agent_help: str,
+    scope_help: str,
+    *,
+    repo_dest: str = "repo",
+    repo_help: str = "the work tree (default: the current one)",
+) -> None:
+    """The arguments of a command that changes an agent's configuration: the agent, the
+    scope, the work tree, and --dry-run."""
+    p.add_argument("agent", choices=["claude-code"], help=agent_help)
+    p.add_argument("--scope", choices=["project", "user"], default="project", help=scope_help)
+    p.add_argument("--repo", dest=repo_dest, metavar="DIR", help=repo_help)
+    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mem``."""
     p: argparse.ArgumentParser
@@ -195,17 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
          "mem mcp install claude-code --repo ~/app --project app"],
         project=True,
     )  # fmt: skip
-    p.add_argument("agent", choices=["claude-code"], help="the agent to configure")
-    p.add_argument(
-        "--scope", choices=["project", "user"], default="project",
-        help="project: .mcp.json at the work tree root (default); user: ~/.claude.json",
+    _hook_change(
+        p, "the agent to configure",
+        "project: .mcp.json at the work tree root (default); user: ~/.claude.json",
+        repo_dest="install_repo",
+        repo_help="the work tree the server answers for (default: the current one; none for "
+        "--scope user)",
     )  # fmt: skip
-    p.add_argument(
-        "--repo", dest="install_repo", metavar="DIR",
-        help="the work tree the server answers for (default: the current one; none for --scope "
-        "user)",
-    )  # fmt: skip
-    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     # -- hooks commands --
     p = _command(
         commands, "hooks", "capture agent sessions as they end, through the agent's hooks",
@@ -221,20 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
          "mem hooks install claude-code --project app --dry-run"],
         project=True,
     )  # fmt: skip
-    p.add_argument("agent", choices=["claude-code"], help="the agent to hook into")
-    p.add_argument("--scope", choices=["project", "user"], default="project", help=scope_help)
-    p.add_argument("--repo", metavar="DIR", help="the work tree (default: the current one)")
-    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    _hook_change(p, "the agent to hook into", scope_help)
     p = _command(
         hook_actions, "uninstall", "remove exactly the hook `mem hooks install` added",
         hk.hooks_uninstall,
         ["mem hooks uninstall claude-code", "mem hooks uninstall claude-code --scope user"],
         dsn=False,
     )  # fmt: skip
-    p.add_argument("agent", choices=["claude-code"], help="the agent to unhook")
-    p.add_argument("--scope", choices=["project", "user"], default="project", help=scope_help)
-    p.add_argument("--repo", metavar="DIR", help="the work tree (default: the current one)")
-    p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    _hook_change(p, "the agent to unhook", scope_help)
     p = _command(
         hook_actions, "run",
         "what the hook runs: ingest the transcript named by the JSON on stdin (exits 0, "

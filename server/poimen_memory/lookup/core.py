@@ -23,13 +23,26 @@ from poimen_memory.lookup.results import DocumentMemories, LookupResult
 from poimen_memory.settings import Settings
 from poimen_memory.store import Store
 
-__all__ = ["CACHE_SIZES", "LookupCore", "PendingResolver", "TextFacts"]
+__all__ = ["CACHE_SIZES", "FileAt", "LookupCore", "PendingResolver", "TextFacts"]
 
 log = logging.getLogger("poimen_memory.lookup")
 
 # Anchors lines remembered before they were committed, once a commit holds them: (project,
 # repository, its blamer, file, HEAD) -> anchors added. Set by the layer that writes them.
 PendingResolver = Callable[[ProjectId, RepoId, Blamer, str, CommitSha], int]
+
+
+@dataclass(frozen=True, slots=True)
+class FileAt:
+    """A file of a repository at a commit, as a lookup answers for a project: where the
+    memories of its lines are looked for."""
+
+    project: ProjectId
+    repo_id: RepoId
+    blamer: Blamer
+    file: str
+    rev: CommitSha
+
 
 # Every in-memory cache of the service, by name, with its bound (entries).
 CACHE_SIZES = {

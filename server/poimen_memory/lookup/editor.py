@@ -9,7 +9,7 @@ from pathlib import Path
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId
 from poimen_memory.gitio import BlameLine, Blamer, GitError, map_buffer_to_head
-from poimen_memory.lookup.core import LookupCore, TextFacts
+from poimen_memory.lookup.core import FileAt, LookupCore, TextFacts
 from poimen_memory.lookup.errors import LookupFailed
 from poimen_memory.lookup.lenses import DocumentLenses
 from poimen_memory.lookup.located import LocatedLookups
@@ -29,6 +29,19 @@ class EditorLookups:
         # Runs the speculative blame of a hover while the blob is read.
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen-lookup")
 
+    def _open(
+        self, req: DocumentRequest
+    ) -> tuple[RepoId, Blamer, str, CommitSha, TextFacts | None] | None:
+        """The document's repository, blamer, path in the tree and HEAD, and the facts of its
+        buffer's text (None: the file as saved); None outside a work tree or when git fails."""
+        try:
+            repo_id, blamer, rel = self._core.checkouts.locate(req.file)
+            head = blamer.repo.head()
+        except (LookupFailed, GitError):
+            return None
+        facts = None if req.text is None else self._text_facts(blamer, rel, req.text)
+        return repo_id, blamer, rel, head, facts
+
     def hover(self, req: HoverRequest) -> LookupResult | None:
         """The memories of one buffer line (1-based): mapped to HEAD in process, then through
         blame to its origin (and, on a miss, to rewritten commits whose change landed there;
@@ -41,13 +54,11 @@ class EditorLookups:
         the blob is read while ``git blame -L`` runs, so the first hover costs one blame."""
         line, buffer_text, project, history = req.line, req.text, req.project, req.history
         max_bytes, max_lines = self._limits()
-        try:
-            repo_id, blamer, rel = self._core.checkouts.locate(req.file)
-            head = blamer.repo.head()
-        except (LookupFailed, GitError):
+        opened = self._open(req)
+        if opened is None:
             return None
+        repo_id, blamer, rel, head, facts = opened
         self._core.settle_pending(project, repo_id, blamer, rel, head)
-        facts = None if buffer_text is None else self._text_facts(blamer, rel, buffer_text)
         known = blamer.text_sha(rel, head)
         # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
         speculative = (
@@ -91,12 +102,10 @@ class EditorLookups:
         that is binary or over the limits (checked on every call)."""
         buffer_text, project = req.text, req.project
         max_bytes, max_lines = self._limits()
-        try:
-            repo_id, blamer, rel = self._core.checkouts.locate(req.file)
-            head = blamer.repo.head()
-        except (LookupFailed, GitError):
+        opened = self._open(req)
+        if opened is None:
             return None
-        facts = None if buffer_text is None else self._text_facts(blamer, rel, buffer_text)
+        repo_id, blamer, rel, head, facts = opened
         if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
             return None
         self._core.settle_pending(project, repo_id, blamer, rel, head)
@@ -212,7 +221,7 @@ class EditorLookups:
         result = self._core.hovers.get_or_compute(
             key,
             lambda: self._located.at_origin(
-                scope, repo_id, blamer, rel, head, origin, line, head_line, history
+                FileAt(scope, repo_id, blamer, rel, head), origin, line, head_line, history
             ),
         )
         return result if result is not None and result.memories else None

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId, Sha256Hash
 from poimen_memory.gitio import Blame, BlameLine, Blamer
-from poimen_memory.lookup.core import LookupCore
+from poimen_memory.lookup.core import FileAt, LookupCore
 from poimen_memory.lookup.located import LocatedLookups
 from poimen_memory.lookup.results import Citation, DocumentMemories, LineMemory, citation_of
 
@@ -41,9 +41,8 @@ class DocumentLenses:
             by_line.update(dict.fromkeys(range(first, last + 1), on_block))
         missed = [(o, o.line, o.line) for o in blame.lines if o.line not in by_line]
         rewritten: dict[int, list[LineMemory]] = {}
-        found = self._located.find_rewritten(
-            project, repo_id, blamer, blame.path, blame.rev, missed
-        )
+        where = FileAt(project, repo_id, blamer, blame.path, blame.rev)
+        found = self._located.find_rewritten(where, missed)
         for f in found:
             memory = LineMemory(f.evidence.node.sha256, citation_of(f.evidence))
             for line in f.lines:

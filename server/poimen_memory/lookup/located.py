@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId, Sha256Hash
 from poimen_memory.gitio import Blame, BlameLine, Blamer, GitError, UnsafeArgument, Untracked
-from poimen_memory.lookup.core import LookupCore
+from poimen_memory.lookup.core import FileAt, LookupCore
 from poimen_memory.lookup.earlier import earlier_versions
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
 from poimen_memory.lookup.origins import match_evidence, origin_runs
@@ -93,18 +93,8 @@ class LocatedLookups:
                     raise LookupInputError(
                         "line", f"{req.line_start} is beyond the end of {req.file}"
                     )
-                rev = at or blamer.repo.head()
-                return self.at_origin(
-                    project,
-                    repo_id,
-                    blamer,
-                    req.file,
-                    rev,
-                    origin,
-                    req.line_start,
-                    req.line_start,
-                    req.history,
-                )
+                where = FileAt(project, repo_id, blamer, req.file, at or blamer.repo.head())
+                return self.at_origin(where, origin, req.line_start, req.line_start, req.history)
             blame = blamer.blame_file(req.file, at)
         except UnsafeArgument as exc:
             raise LookupInputError("line", str(exc).removeprefix("line: ")) from None
@@ -138,34 +128,23 @@ class LocatedLookups:
         matched, lines_of = match_evidence(page.rows, origins)
         covered = {n for hits in lines_of.values() for n in hits}
         missed = [(o, o.line, o.line) for o in origins if o.line not in covered]
-        found = self.find_rewritten(project, repo_id, blamer, blame.path, blame.rev, missed)
+        where = FileAt(project, repo_id, blamer, blame.path, blame.rev)
+        found = self.find_rewritten(where, missed)
         result = _with_rewritten(repo_id, matched, lines_of, found)
         return replace(result, truncated=page.after is not None)
 
     def at_origin(
-        self,
-        project: ProjectId,
-        repo_id: RepoId,
-        blamer: Blamer,
-        rel: str,
-        rev: CommitSha,
-        origin: BlameLine,
-        line: int,
-        rev_line: int,
-        history: int,
+        self, where: FileAt, origin: BlameLine, line: int, rev_line: int, history: int
     ) -> LookupResult:
         """The memories of one line (``line`` as the caller numbers it, ``rev_line`` at
         ``rev``) from its origin: anchors there, else those of rewritten commits that landed
         there; with ``history``, those of the versions it replaced too."""
+        project, repo_id, blamer = where.project, where.repo_id, where.blamer
         store = self._core.store
         rows = store.evidence_at_line(
             project, repo_id, origin.commit, origin.orig_path, origin.orig_line
         )
-        found = (
-            []
-            if rows
-            else self.find_rewritten(project, repo_id, blamer, rel, rev, [(origin, line, rev_line)])
-        )
+        found = [] if rows else self.find_rewritten(where, [(origin, line, rev_line)])
         earlier = (
             earlier_versions(
                 store,
@@ -183,20 +162,15 @@ class LocatedLookups:
         return _with_rewritten(repo_id, rows, lines_of, found, earlier, line)
 
     def find_rewritten(
-        self,
-        project: ProjectId,
-        repo_id: RepoId,
-        blamer: Blamer,
-        rel: str,
-        rev: CommitSha,
-        missed: Sequence[tuple[BlameLine, int, int]],
+        self, where: FileAt, missed: Sequence[tuple[BlameLine, int, int]]
     ) -> list[Found]:
         """The evidence of rewritten commits whose change landed on lines with nothing
         anchored at their origin; ``missed``: (origin, line as the caller numbers it, line at
         ``rev``)."""
         if not missed:
             return []
-        hashes = self._hashes_at(blamer, rel, rev)
+        blamer, rev = where.blamer, where.rev
+        hashes = self._hashes_at(blamer, where.file, rev)
         if hashes is None:
             return []
         by_line, counts = hashes
@@ -204,7 +178,7 @@ class LocatedLookups:
             Miss(origin, line, by_line[at - 1] if 1 <= at <= len(by_line) else None)
             for origin, line, at in missed
         ]
-        return self._rewrites.find(project, repo_id, blamer.repo, rev, misses, counts)
+        return self._rewrites.find(where.project, where.repo_id, blamer.repo, rev, misses, counts)
 
     def _hashes_at(
         self, blamer: Blamer, rel: str, rev: CommitSha

@@ -206,7 +206,16 @@ class ByGitRequest(_Range, LookupRequest):
         return cls.model_validate(dict(why))
 
 
-class ByCommitRequest(LookupRequest):
+class _Paged(LookupRequest):
+    """A lookup answered a page of ``limit`` anchors at a time: ``cursor`` (from the previous
+    page's response) asks for the next."""
+
+    repo: Annotated[Repo | None, Field(description=_REPO)] = None
+    limit: Annotated[AnchorLimit, Field(description=_LIMIT)] = DEFAULT_ANCHOR_LIMIT
+    cursor: Annotated[Cursor | None, Field(description=_CURSOR)] = None
+
+
+class ByCommitRequest(_Paged):
     """Every memory whose evidence is anchored in a commit (full id or unique prefix), a page
     of ``limit`` anchors at a time: ``cursor`` (from the previous page's response) asks for
     the next."""
@@ -214,12 +223,9 @@ class ByCommitRequest(LookupRequest):
     commit_sha: Annotated[
         CommitPrefix, Field(description="The commit: a full id or a unique prefix (4+ digits).")
     ]
-    repo: Annotated[Repo | None, Field(description=_REPO)] = None
-    limit: Annotated[AnchorLimit, Field(description=_LIMIT)] = DEFAULT_ANCHOR_LIMIT
-    cursor: Annotated[Cursor | None, Field(description=_CURSOR)] = None
 
 
-class ByAuthorRequest(LookupRequest):
+class ByAuthorRequest(_Paged):
     """Evidence from an author's commits (email or name, any case, .mailmap applied), newest
     commit first, a page of ``limit`` anchors at a time: ``cursor`` (from the previous page's
     response) asks for the next."""
@@ -227,9 +233,6 @@ class ByAuthorRequest(LookupRequest):
     author: Annotated[
         Author, Field(description="The author's email or name (any case; .mailmap applies).")
     ]
-    repo: Annotated[Repo | None, Field(description=_REPO)] = None
-    limit: Annotated[AnchorLimit, Field(description=_LIMIT)] = DEFAULT_ANCHOR_LIMIT
-    cursor: Annotated[Cursor | None, Field(description=_CURSOR)] = None
 
 
 class QueryRequest(LookupRequest):
@@ -308,24 +311,19 @@ class ResolvePendingRequest(Request):
     ] = None
 
 
-class HoverRequest(LookupRequest):
-    """A line of a document open in an editor: ``file`` is its path on disk, ``line`` the
-    line (1-based) as the buffer has it, ``text`` the buffer's text when it may differ from
-    the file (unsaved edits), ``history`` how many earlier versions to add."""
-
-    file: Annotated[str, Field(min_length=1, description="The document's path on disk.")]
-    line: Annotated[CodeLine, Field(description="The line (1-based) as the buffer has it.")]
-    text: Annotated[
-        str | None, Field(description="The buffer's text (None: the file as saved).")
-    ] = None
-    history: Annotated[HistoryDepth, Field(description=_HISTORY)] = 0
-
-
 class DocumentRequest(LookupRequest):
     """Every memory of a document open in an editor (its code lenses): ``file`` is its path
-    on disk, ``text`` the buffer's text when it may differ from the file."""
+    on disk, ``text`` the buffer's text when it may differ from the file (unsaved edits)."""
 
     file: Annotated[str, Field(min_length=1, description="The document's path on disk.")]
     text: Annotated[
         str | None, Field(description="The buffer's text (None: the file as saved).")
     ] = None
+
+
+class HoverRequest(DocumentRequest):
+    """A line of a document open in an editor: ``line`` as the buffer has it (1-based), with
+    the memories of ``history`` earlier versions of it."""
+
+    line: Annotated[CodeLine, Field(description="The line (1-based) as the buffer has it.")]
+    history: Annotated[HistoryDepth, Field(description=_HISTORY)] = 0

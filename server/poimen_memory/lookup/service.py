@@ -28,7 +28,6 @@ from poimen_memory.lookup.requests import (
     HoverRequest,
     LookupRequest,
     QueryRequest,
-    WorkTreePath,
 )
 from poimen_memory.lookup.results import DocumentMemories, LookupResult
 from poimen_memory.lookup.search import TextSearch
@@ -128,16 +127,6 @@ class LookupService:
         else derived from the repository it names, or from the only one this service knows;
         ``project: required`` when none of these decides it."""
         return self._core.project_of(req)
-
-    def known_repo(
-        self,
-        project: ProjectId,
-        repo: RepoId | WorkTreePath | None,
-        field_name: str = "repo",
-    ) -> RepoId | None:
-        """A request's repository as an identity (a path resolved to the known work tree it
-        is in); LookupInputError names the field and the value when it is not known here."""
-        return self._core.known_repo(project, repo, field_name)
 
     # -- what is remembered -----------------------------------------------------------------
 

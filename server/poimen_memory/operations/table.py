@@ -10,6 +10,7 @@ by walking ``OPERATIONS``: adding an operation is one entry here (plus its SQL).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, TypeVar
@@ -181,20 +182,9 @@ def _origin(entry: BlameLine | None, text: str | None = None) -> BlameLineOut | 
 
 
 def _status(services: Services, req: StatusRequest) -> StatusResponse:
-    s = services.store.status()
-    return StatusResponse(
-        store=describe_target(services.store.dsn),
-        schema_version=s.schema_version,
-        latest_version=s.latest_version,
-        nodes=s.nodes_by_level,
-        edges=s.edges,
-        anchors=s.anchors,
-        commits=s.commits,
-        projects=s.projects,
-        blame_files=s.blame_files,
-        blame_runs=s.blame_runs,
-        pending=s.pending,
-    )
+    counts = dataclasses.asdict(services.store.status())
+    nodes = counts.pop("nodes_by_level")
+    return StatusResponse(store=describe_target(services.store.dsn), nodes=nodes, **counts)
 
 
 def _resolve_pending(services: Services, req: ResolvePendingRequest) -> ResolvePendingResponse:
