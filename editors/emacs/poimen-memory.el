@@ -87,7 +87,11 @@ Write false as :json-false."
     (show-memories . "mem.showMemories")
     (refresh . "mem.refresh")
     (ping . "mem.ping")
-    (remember . "mem.remember"))
+    (remember . "mem.remember")
+    (why . "mem.why")
+    (blame . "mem.blame")
+    (status . "mem.status")
+    (resolve-pending . "mem.resolvePending"))
   "The server's command ids (server/poimen_memory/lsp/commands.py).")
 
 (defconst poimen-memory-buffer-name "*poimen-memory*"

@@ -15,6 +15,10 @@ export const SHOW_MEMORIES = "mem.showMemories";
 export const REFRESH = "mem.refresh";
 export const PING = "mem.ping";
 export const REMEMBER = "mem.remember";
+export const WHY = "mem.why";
+export const BLAME = "mem.blame";
+export const STATUS = "mem.status";
+export const RESOLVE_PENDING = "mem.resolvePending";
 
 export const ALL = [
   BY_GIT,
@@ -25,6 +29,10 @@ export const ALL = [
   REFRESH,
   PING,
   REMEMBER,
+  WHY,
+  BLAME,
+  STATUS,
+  RESOLVE_PENDING,
 ] as const;
 
 export type ServerCommand = (typeof ALL)[number];

@@ -20,6 +20,10 @@ M.commands = {
   REFRESH = "mem.refresh",
   PING = "mem.ping",
   REMEMBER = "mem.remember",
+  WHY = "mem.why",
+  BLAME = "mem.blame",
+  STATUS = "mem.status",
+  RESOLVE_PENDING = "mem.resolvePending",
 }
 
 local defaults = {
