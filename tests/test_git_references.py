@@ -394,7 +394,7 @@ def test_cli_http_and_service_answer_identically(world: World) -> None:
     assert json.loads(cli.stdout) == http
     service = world.service.by_git(
         ByGitRequest.from_json(
-            {"file": "src/kong/buffer.rs", "line": 42, "repo": REPO}, ProjectId(PROJECT)
+            {"file": "src/kong/buffer.rs", "line": 42, "repo": REPO, "project": PROJECT}
         )
     )
     assert service.to_json() == http
@@ -408,7 +408,7 @@ def test_cli_http_and_service_answer_identically(world: World) -> None:
         json.loads(cli.stdout)
         == http
         == world.service.by_commit(
-            ByCommitRequest.from_json({"commit_sha": sha[:8], "repo": REPO}, ProjectId(PROJECT))
+            ByCommitRequest.from_json({"commit_sha": sha[:8], "repo": REPO, "project": PROJECT})
         ).to_json()
     )
 
@@ -418,7 +418,7 @@ def test_cli_http_and_service_answer_identically(world: World) -> None:
         json.loads(cli.stdout)
         == http
         == world.service.by_author(
-            ByAuthorRequest.from_json({"author": BOB[1]}, ProjectId(PROJECT))
+            ByAuthorRequest.from_json({"author": BOB[1], "project": PROJECT})
         ).to_json()
     )
 
@@ -432,7 +432,7 @@ def test_cli_http_and_service_answer_identically(world: World) -> None:
         json.loads(cli.stdout)
         == http
         == world.service.query(
-            QueryRequest.from_json({"query": "streamed", "git_repo": REPO}, ProjectId(PROJECT))
+            QueryRequest.from_json({"query": "streamed", "git_repo": REPO, "project": PROJECT})
         ).to_json()
     )
     assert http["nodes"]
