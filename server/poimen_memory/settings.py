@@ -404,6 +404,11 @@ class Settings(BaseSettings):
         except ContentError as exc:
             raise ValueError(str(exc)) from None
 
+    @property
+    def blame_cache_path(self) -> Path:
+        """The local blame cache's file, in ``cache_dir``."""
+        return self.cache_dir / "blame.sqlite3"
+
     def origin(self, key: str) -> str | None:
         """Where ``key`` was set (``--dsn``, ``POIMEN_DSN``, ``config file PATH``), or None."""
         return self.origins.get(key)

@@ -1,32 +1,83 @@
-"""What the adapters (CLI, LSP, HTTP, demo) put together: the store named by the settings,
-and where files shown to the user go. Only adapters import this module."""
+"""What the adapters (CLI, LSP, HTTP, MCP, demo, hooks) put together, so that none of them
+holds SQL or git of its own: the store the settings name (its address as users are told
+it, its schema, its grants), the version of git and Postgres, and where files shown to the
+user go. The settings are loaded by the adapter and passed here."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.gitio.cache import default_cache_path
-from poimen_memory.settings import load_settings
-from poimen_memory.store import IngestListener, Store, embedded_dsn
+from poimen_memory.gitio import GitError, GitRunner
+from poimen_memory.settings import Settings
+from poimen_memory.store import IngestListener, Store, connect, embedded_dsn, migrate
+from poimen_memory.store.access import grant_readonly, readonly_grants
+from poimen_memory.store.connection import describe_target, release_embedded, server_version
 
-__all__ = ["ConfigError", "IngestListener", "StoreUnavailable", "open_store", "scratch_dir"]
+__all__ = [
+    "ConfigError",
+    "IngestListener",
+    "Store",
+    "StoreUnavailable",
+    "describe_target",
+    "git_version",
+    "grants_for",
+    "migrate_store",
+    "open_store",
+    "postgres_version",
+    "release_embedded",
+    "scratch_dir",
+    "store_target",
+]
+
+
+def store_target(settings: Settings, *, migrate_embedded: bool = True) -> tuple[str, str]:
+    """(DSN, where it came from): the configured store, else the embedded one under
+    ``data_dir`` (its schema migrated on first use, unless ``migrate_embedded`` is false:
+    the ``db`` commands report the schema as it is)."""
+    if settings.dsn is None:
+        return embedded_dsn(settings.data_dir, migrate_schema=migrate_embedded), "embedded"
+    return settings.dsn, settings.origin("dsn") or "settings"
 
 
 def open_store(
-    dsn: str | None,
+    settings: Settings,
     *,
     timeout: float = 5.0,
     statement_timeout_ms: int | None = None,
     lazy: bool = False,
 ) -> Store:
-    """The store named by ``dsn``, else by POIMEN_DSN or the config file, else the embedded
-    one. ``lazy`` returns at once and connects on first use (and again after a failure)."""
-    settings = load_settings({"dsn": dsn})
-    target = settings.dsn if settings.dsn is not None else embedded_dsn(settings.data_dir)
+    """The store the settings name (``dsn``), else the embedded one under ``data_dir``.
+    ``lazy`` returns at once and connects on first use (and again after a failure)."""
+    target, _ = store_target(settings)
     return Store(target, timeout=timeout, statement_timeout_ms=statement_timeout_ms, lazy=lazy)
 
 
-def scratch_dir() -> Path:
+def migrate_store(dsn: str) -> list[str]:
+    """Apply the pending schema migrations; their names (``0006_pending_anchor``)."""
+    with connect(dsn) as conn:
+        return [f"{m.version:04d}_{m.name}" for m in migrate(conn)]
+
+
+def grants_for(dsn: str, role: str, *, apply: bool) -> list[str]:
+    """The GRANT statements a read-only lookup role needs (run, when ``apply``)."""
+    with connect(dsn) as conn:
+        return (grant_readonly if apply else readonly_grants)(conn, role)
+
+
+def git_version() -> str:
+    """git's version, or what went wrong asking for it."""
+    try:
+        return GitRunner().version()
+    except GitError as exc:
+        return f"git: {exc}"
+
+
+def postgres_version(dsn: str) -> str:
+    """The Postgres server's version at ``dsn`` (StoreUnavailable if it does not answer)."""
+    return server_version(dsn)
+
+
+def scratch_dir(settings: Settings) -> Path:
     """A directory for files shown to the user (rendered memories), under the cache dir."""
-    return default_cache_path().parent / "memories"
+    return settings.cache_dir / "memories"

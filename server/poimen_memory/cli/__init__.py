@@ -22,7 +22,7 @@ from poimen_memory.cli.errors import Terminated, UsageError
 from poimen_memory.cli.parser import build_parser
 from poimen_memory.errors import ErrorKind
 from poimen_memory.operations import classify
-from poimen_memory.store.connection import release_embedded
+from poimen_memory.wiring import release_embedded
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_STATUS", "EXIT_UNAVAILABLE", "build_parser", "main"]
 

@@ -21,14 +21,19 @@ from poimen_memory.cli.errors import Terminated, UsageError
 from poimen_memory.cli.operations import settings_of, store_target, work_trees
 from poimen_memory.domain import ProjectId
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.gitio import GitError, GitRunner
 from poimen_memory.ingest import Format, IngestOptions, IngestRejected, IngestSummary
 from poimen_memory.ingest import ingest as run_ingest
-from poimen_memory.lookup import LookupFailed, LookupInputError, decide_project, new_checkouts
+from poimen_memory.lookup import LookupFailed, LookupInputError, decide_project, identity_of
 from poimen_memory.operations import build_services, store_label
 from poimen_memory.settings import Settings, is_loopback
-from poimen_memory.store import Store, connect, migrate
-from poimen_memory.store.connection import describe_target, server_version
+from poimen_memory.wiring import (
+    Store,
+    describe_target,
+    git_version,
+    grants_for,
+    migrate_store,
+    postgres_version,
+)
 
 EXIT_BAD_INPUT = 2
 
@@ -40,8 +45,7 @@ _target = store_target
 def db_migrate(args: argparse.Namespace) -> int:
     """Apply pending schema migrations."""
     dsn, _ = _target(_settings(args), migrate_embedded=False)
-    with connect(dsn) as conn:
-        applied = [f"{m.version:04d}_{m.name}" for m in migrate(conn)]
+    applied = migrate_store(dsn)
     if args.json:
         print(json.dumps({"applied": applied}))
     else:
@@ -51,12 +55,8 @@ def db_migrate(args: argparse.Namespace) -> int:
 
 def db_grant_readonly(args: argparse.Namespace) -> int:
     """Print (or apply) the GRANTs for a read-only role."""
-    from poimen_memory.store.access import grant_readonly, readonly_grants
-
     dsn, _ = _target(_settings(args), migrate_embedded=False)
-    with connect(dsn) as conn:
-        grants = grant_readonly if args.apply else readonly_grants
-        statements = grants(conn, args.role)
+    statements = grants_for(dsn, args.role, apply=args.apply)
     for statement in statements:
         print(f"{statement};")
     if args.apply:
@@ -68,7 +68,7 @@ def _project(settings: Settings, repo_dir: str) -> ProjectId:
     """The project transcripts of ``repo_dir`` go to: the one project rule."""
     identity = None
     with contextlib.suppress(LookupFailed, LookupInputError):
-        identity = new_checkouts(settings.repo).add(repo_dir)[0]
+        identity = identity_of(repo_dir, settings.repo)[0]
     choice = decide_project(settings, identity)
     if choice.project is None:
         raise UsageError(
@@ -91,6 +91,7 @@ def ingest(args: argparse.Namespace) -> int:
         budget=args.budget,
         batch_nodes=args.batch_nodes,
         redact=not args.no_redact,
+        cache_path=settings.blame_cache_path,
     )
     dsn, _ = _target(settings)
     with Store(dsn, max_size=1) as store, _progress(args) as on_progress:
@@ -302,13 +303,10 @@ def lsp(args: argparse.Namespace) -> int:
 def version(args: argparse.Namespace) -> int:
     """Versions of mem, git and the Postgres in use, for bug reports (exit 0 even when one of
     them is missing: that is worth reporting too)."""
-    try:
-        git = GitRunner().version()
-    except GitError as exc:
-        git = f"git: {exc}"
+    git = git_version()
     try:
         dsn, source = _target(_settings(args), migrate_embedded=False)
-        postgres = f"{server_version(dsn)} ({describe_target(dsn)}, from {source})"
+        postgres = f"{postgres_version(dsn)} ({describe_target(dsn)}, from {source})"
     except (StoreUnavailable, ConfigError) as exc:
         postgres = f"Postgres: {exc}"
     lines = {"mem": f"mem {__version__}", "python": f"Python {sys.version.split()[0]}"}

@@ -14,10 +14,9 @@ from pydantic import BaseModel, Field
 
 from poimen_memory.cli.operations import settings_of
 from poimen_memory.errors import SchemaMissing
-from poimen_memory.lookup import LookupFailed, LookupInputError, decide_project, new_checkouts
+from poimen_memory.lookup import LookupFailed, LookupInputError, decide_project, identity_of
 from poimen_memory.settings import Settings
-from poimen_memory.store import Store
-from poimen_memory.store.connection import describe_target
+from poimen_memory.wiring import Store, describe_target
 
 __all__ = ["Doctor", "Found", "doctor"]
 
@@ -66,8 +65,8 @@ def examine(args: argparse.Namespace) -> Doctor:
     repo = Found(value=None, source="no work tree")
     identity = None
     with contextlib.suppress(LookupFailed, LookupInputError):
-        identity, blamer = new_checkouts(settings.repo).add(base)
-        tree = Found(value=str(blamer.repo.root), source="--repo" if args.repo else "the cwd")
+        identity, root = identity_of(base, settings.repo)
+        tree = Found(value=str(root), source="--repo" if args.repo else "the cwd")
         if settings.repo is not None:
             source = settings.origin("repo") or "settings"
         elif identity.value.startswith("local/"):

@@ -18,8 +18,7 @@ from typing import Any
 from poimen_memory import hooks
 from poimen_memory.cli.errors import UsageError
 from poimen_memory.domain import RepoId
-from poimen_memory.gitio import GitError, GitRepo
-from poimen_memory.lookup import ProjectChoice, decide_project
+from poimen_memory.lookup import LookupFailed, ProjectChoice, decide_project, identity_of
 from poimen_memory.settings import load_settings, redact_dsn
 
 __all__ = [
@@ -39,8 +38,8 @@ def _option(args: argparse.Namespace, name: str) -> Any:
 def _project_root(repo: str | None) -> Path:
     """The work tree root of ``repo`` (default: the current directory)."""
     try:
-        return GitRepo.discover(repo or ".").root
-    except GitError as exc:
+        return identity_of(repo or ".")[1]
+    except LookupFailed as exc:
         hint = "" if repo else " (give --repo DIR, or --scope user)"
         raise UsageError(f"--repo: {exc}{hint}") from None
 
@@ -59,8 +58,8 @@ def _identity(root: Path | None) -> RepoId | None:
     if root is None:
         return None
     try:
-        return GitRepo.discover(root).identity()
-    except GitError:
+        return identity_of(root)[0]
+    except LookupFailed:
         return None
 
 

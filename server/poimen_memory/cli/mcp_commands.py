@@ -14,7 +14,7 @@ from poimen_memory.cli.errors import UsageError
 from poimen_memory.cli.operations import settings_of, store_target, work_trees
 from poimen_memory.operations import build_services
 from poimen_memory.settings import Settings, is_loopback
-from poimen_memory.store import Store
+from poimen_memory.wiring import Store
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp

@@ -22,12 +22,12 @@ from poimen_memory.lookup import (
     LookupInputError,
     LookupRequest,
     LookupService,
+    identity_of,
     is_path,
-    new_checkouts,
 )
 from poimen_memory.operations import OPERATIONS, Operation, Services, build_services
 from poimen_memory.settings import Settings, load_settings
-from poimen_memory.store import Store, embedded_dsn
+from poimen_memory.wiring import Store, store_target
 
 __all__ = ["add_operations", "settings_of", "store_target", "work_trees"]
 
@@ -56,14 +56,6 @@ def _identity_flag(args: argparse.Namespace) -> str | None:
     return None if repo_id is None or is_path(repo_id) else repo_id
 
 
-def store_target(settings: Settings, *, migrate_embedded: bool = True) -> tuple[str, str]:
-    """(DSN, where it came from): the configured store, else the embedded one (its schema
-    migrated on first use, unless ``migrate_embedded`` is false: the ``db`` commands)."""
-    if settings.dsn is None:
-        return embedded_dsn(settings.data_dir, migrate_schema=migrate_embedded), "embedded"
-    return settings.dsn, settings.origin("dsn") or "settings"
-
-
 def work_trees(given: Sequence[str] | str | None) -> list[str]:
     """The work trees a command serves: those given, else the one the current directory is
     in (none when it is in none)."""
@@ -74,7 +66,7 @@ def work_trees(given: Sequence[str] | str | None) -> list[str]:
 
 def _in_work_tree(path: Path) -> bool:
     try:
-        new_checkouts().add(path)
+        identity_of(path)
     except (LookupFailed, LookupInputError):
         return False
     return True

@@ -27,9 +27,8 @@ from cachetools import LRUCache
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
-from poimen_memory.settings import load_settings
 
-__all__ = ["BlameCache", "CacheKey", "default_cache_path"]
+__all__ = ["BlameCache", "CacheKey"]
 
 # The size of every cache in gitio, in one place; the least recently used entry goes first.
 DISK_BLAMES = 5000  # whole-file blames on disk per cache file (and 4x as many head_file rows)
@@ -59,11 +58,6 @@ _SCHEMA = (
     " last_commit TEXT NOT NULL, text_sha TEXT NOT NULL, used REAL NOT NULL,"
     " PRIMARY KEY (repo, path, head)) WITHOUT ROWID",
 )
-
-
-def default_cache_path() -> Path:
-    """``$POIMEN_CACHE_DIR/blame.sqlite3``, else under the user cache directory."""
-    return load_settings().cache_dir / "blame.sqlite3"
 
 
 @dataclass(frozen=True, slots=True)

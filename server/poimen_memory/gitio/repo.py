@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from poimen_memory.domain import CommitInfo, CommitSha, ContentError, RepoId
 from poimen_memory.gitio.blame import Blame
-from poimen_memory.gitio.blameconfig import BlameConfig, BlameSettings, config_values
-from poimen_memory.gitio.blamerun import LineRanges, blame_args, mark_shallow, run_blame
+from poimen_memory.gitio.blameconfig import config_values
+from poimen_memory.gitio.blamerun import LineRanges
+from poimen_memory.gitio.blamerunner import BlameRunner, looks_binary
 from poimen_memory.gitio.errors import (
-    BinaryFile,
     EmptyRepository,
     GitError,
     GitFailed,
@@ -30,11 +30,10 @@ from poimen_memory.gitio.errors import (
     UnsafeArgument,
     Untracked,
 )
-from poimen_memory.gitio.files import read_regular_file
 from poimen_memory.gitio.identity import local_identity, normalize_remote
 from poimen_memory.gitio.mailmap import is_plain_email, mailmapped
-from poimen_memory.gitio.objects import ObjectReader, tree_path_ok
-from poimen_memory.gitio.refs import FileStamp, HeadReader
+from poimen_memory.gitio.objects import CommitRecord, ObjectReader, tree_path_ok
+from poimen_memory.gitio.refs import HeadReader
 from poimen_memory.gitio.runner import GitRunner, check_not_option
 
 if TYPE_CHECKING:
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["GitRepo"]
 
 _HEX_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
-_NUL_PROBE = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
 
 
 def _hex_names(names: Iterable[str]) -> list[str]:
@@ -52,6 +50,68 @@ def _hex_names(names: Iterable[str]) -> list[str]:
         if not isinstance(name, str) or not _HEX_PREFIX.fullmatch(name):
             raise UnsafeArgument(f"commit_sha: expected 4 to 64 hex digits, got {name!r}")
     return wanted
+
+
+def _rev_parse(runner: GitRunner, root: Path, *rev: str) -> CommitSha | None:
+    """The commit ``git rev-parse --verify`` finds for ``rev`` (None: no such commit)."""
+    done = runner.run(root, ["rev-parse", "--verify", "--quiet", *rev], ok_codes=(0, 1, 128))
+    sha = done.stdout.decode("ascii", "replace").strip()
+    return CommitSha(sha) if done.returncode == 0 and sha else None
+
+
+def _repository_at(path: str | os.PathLike[str], runner: GitRunner) -> git.Repo:
+    """The GitPython repository whose work tree holds ``path`` (a file or directory, which
+    need not exist yet); NotARepository otherwise."""
+    from poimen_memory.gitio.gitpython import open_repository
+
+    runner.require()  # GitPython finds repositories without git: say now if it is missing
+    start = Path(path).expanduser()
+    try:
+        start = start.resolve()
+    except OSError as exc:
+        raise NotARepository(f"{path}: {exc.strerror}") from None
+    probe = start if start.is_dir() else start.parent
+    while not probe.exists():
+        probe = probe.parent
+    return open_repository(probe, runner)
+
+
+def _identity_of(gp: git.Repo, runner: GitRunner, root: Path) -> RepoId:
+    """origin's (or the first remote's) URL normalized, else a local identity from the root
+    commit (or from ``root``, for an empty repository)."""
+    remotes: dict[str, str] = {}
+    try:
+        for remote in gp.remotes:
+            remotes[remote.name] = str(remote.url)
+    except (ValueError, AttributeError, KeyError):
+        pass  # an unreadable remote section: fall back to the local identity
+    if remotes:
+        name = "origin" if "origin" in remotes else sorted(remotes)[0]
+        try:
+            return normalize_remote(remotes[name])
+        except GitError:
+            pass  # an unusable remote URL: fall back to the local identity
+    roots = runner.run(root, ["rev-list", "--max-parents=0", "HEAD", "--"], ok_codes=(0, 128))
+    found = sorted(roots.stdout.decode("ascii", "replace").split())
+    return local_identity(found[0] if found else str(root))
+
+
+def _commit_info(
+    record: CommitRecord, identity: RepoId, mapped: dict[tuple[str, str], tuple[str, str]]
+) -> CommitInfo:
+    """``record`` as a CommitInfo of ``identity``, its author as ``mapped`` (.mailmap) says."""
+    name, email = mapped.get((record.author_name, record.author_email), ("", ""))
+    try:
+        return CommitInfo(
+            repo=identity,
+            sha=CommitSha(record.sha),
+            message=record.message.rstrip("\n").replace("\x00", ""),
+            author_name=name or record.author_name,
+            author_email=email or record.author_email,
+            author_date=record.author_date,
+        )
+    except ContentError as exc:
+        raise GitFailed(f"git: unreadable commit {record.sha}: {exc}") from None
 
 
 @dataclass
@@ -65,8 +125,6 @@ class GitRepo:
     detect_moves: bool = False
     _repo: git.Repo | None = field(default=None, repr=False)
     _identity: RepoId | None = field(default=None, repr=False)
-    _config: BlameConfig | None = field(default=None, repr=False)
-    _settings: tuple[tuple[FileStamp, ...], BlameSettings] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self._repo is None:
@@ -77,6 +135,7 @@ class GitRepo:
         self.common_dir = self.common_dir or Path(self._repo.common_dir).resolve()
         self._objects = ObjectReader(self._repo)
         self._head = HeadReader(self._repo, self.git_dir, self.common_dir)
+        self._blames = BlameRunner(self, self._repo, self._objects)
 
     # -- discovery and identity ---------------------------------------------------------
 
@@ -88,19 +147,8 @@ class GitRepo:
         detect_moves: bool = False,
     ) -> GitRepo:
         """The work tree containing ``path`` (a file or directory); NotARepository otherwise."""
-        from poimen_memory.gitio.gitpython import open_repository
-
         runner = runner or GitRunner()
-        runner.require()  # GitPython finds repositories without git: say now if it is missing
-        start = Path(path).expanduser()
-        try:
-            start = start.resolve()
-        except OSError as exc:
-            raise NotARepository(f"{path}: {exc.strerror}") from None
-        probe = start if start.is_dir() else start.parent
-        while not probe.exists():
-            probe = probe.parent
-        found = open_repository(probe, runner)
+        found = _repository_at(path, runner)
         assert found.working_tree_dir is not None
         return cls(
             Path(found.working_tree_dir).resolve(), runner, detect_moves=detect_moves, _repo=found
@@ -112,27 +160,8 @@ class GitRepo:
         if override:
             return normalize_remote(override)
         if self._identity is None:
-            self._identity = self._compute_identity()
+            self._identity = _identity_of(self._gp, self.runner, self.root)
         return self._identity
-
-    def _compute_identity(self) -> RepoId:
-        remotes: dict[str, str] = {}
-        try:
-            for remote in self._gp.remotes:
-                remotes[remote.name] = str(remote.url)
-        except (ValueError, AttributeError, KeyError):
-            pass  # an unreadable remote section: fall back to the local identity
-        if remotes:
-            name = "origin" if "origin" in remotes else sorted(remotes)[0]
-            try:
-                return normalize_remote(remotes[name])
-            except GitError:
-                pass  # an unusable remote URL: fall back to the local identity
-        roots = self.runner.run(
-            self.root, ["rev-list", "--max-parents=0", "HEAD", "--"], ok_codes=(0, 128)
-        )
-        found = sorted(roots.stdout.decode("ascii", "replace").split())
-        return local_identity(found[0] if found else str(self.root))
 
     @property
     def _gp(self) -> git.Repo:
@@ -142,8 +171,7 @@ class GitRepo:
     def invalidate(self) -> None:
         """Read HEAD, the blame configuration and the files it names from disk again."""
         self._head.forget()
-        self._config = None
-        self._settings = None
+        self._blames.forget()
 
     def close(self) -> None:
         """Stop the object reader's git processes (restarted by the next read)."""
@@ -181,16 +209,10 @@ class GitRepo:
         Resolved in process through GitPython and remembered while the ref files are
         unchanged (no git process per hover); anything unusual (reftable) asks git.
         """
-        found = self._head.commit()
-        if found is not None:
-            return found
-        done = self.runner.run(
-            self.root, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], ok_codes=(0, 1, 128)
-        )
-        sha = done.stdout.decode("ascii", "replace").strip()
-        if done.returncode != 0 or not sha:
+        found = self._head.commit() or _rev_parse(self.runner, self.root, "HEAD^{commit}")
+        if found is None:
             raise EmptyRepository(f"the repository at {self.root} has no commits yet")
-        return CommitSha(sha)
+        return found
 
     def resolve_commit(self, value: str) -> CommitSha:
         """A full commit id from a full id or a unique prefix (at least 4 hex digits)."""
@@ -204,15 +226,10 @@ class GitRepo:
     def resolve_rev(self, value: str) -> CommitSha:
         """The commit a revision expression names (``v1.2``, ``HEAD~3``, an id)."""
         check_not_option("at", value)
-        done = self.runner.run(
-            self.root,
-            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{value}^{{commit}}"],
-            ok_codes=(0, 1, 128),
-        )
-        sha = done.stdout.decode("ascii", "replace").strip()
-        if done.returncode != 0 or not sha:
+        found = _rev_parse(self.runner, self.root, "--end-of-options", f"{value}^{{commit}}")
+        if found is None:
             raise UnknownCommit(f"at: {value!r} names no commit in {self.root}")
-        return CommitSha(sha)
+        return found
 
     def resolve_commits(self, names: Iterable[str]) -> dict[str, CommitSha | None]:
         """Full ids for many commit ids or unique prefixes (None: unknown or ambiguous).
@@ -321,23 +338,9 @@ class GitRepo:
         if not records:
             return {}
         identity = identity or self.identity()
-        mapped = self._mailmapped([(r.author_name, r.author_email) for r in records])
-        out: dict[CommitSha, CommitInfo] = {}
-        for record in records:
-            name, email = mapped.get((record.author_name, record.author_email), ("", ""))
-            try:
-                commit = CommitInfo(
-                    repo=identity,
-                    sha=CommitSha(record.sha),
-                    message=record.message.rstrip("\n").replace("\x00", ""),
-                    author_name=name or record.author_name,
-                    author_email=email or record.author_email,
-                    author_date=record.author_date,
-                )
-            except ContentError as exc:
-                raise GitFailed(f"git: unreadable commit {record.sha}: {exc}") from None
-            out[commit.sha] = commit
-        return out
+        contacts = [(r.author_name, r.author_email) for r in records]
+        mapped = mailmapped(self.runner, self.root, self.blame_config, contacts)
+        return {info.sha: info for info in (_commit_info(r, identity, mapped) for r in records)}
 
     def mailmap(self, author: str) -> set[str]:
         """``author`` (an email) and the canonical email and name .mailmap gives it, lowercased.
@@ -347,41 +350,17 @@ class GitRepo:
         value = author.strip()
         if not is_plain_email(value):
             return {value.lower()}
-        name, email = self._mailmapped([("", value)]).get(("", value), ("", ""))
-        return {value.lower(), *(v.lower() for v in (name, email) if v)}
-
-    def _mailmapped(
-        self, contacts: Sequence[tuple[str, str]]
-    ) -> dict[tuple[str, str], tuple[str, str]]:
         # .mailmap as git reads it (no link followed; mailmap.file and .blob pinned): ask git.
-        return mailmapped(self.runner, self.root, self.blame_config, contacts)
+        mapped = mailmapped(self.runner, self.root, self.blame_config, [("", value)])
+        name, email = mapped.get(("", value), ("", ""))
+        return {value.lower(), *(v.lower() for v in (name, email) if v)}
 
     # -- blame ----------------------------------------------------------------------------
 
     def blame_args(self, rev: CommitSha, path: str, lines: LineRanges | None) -> list[str]:
         """The argument list of a blame of the whole file, one range or several (exposed so
         benchmarks run the very same command)."""
-        check_not_option("file", path)
-        return blame_args(self._blame_settings().args, rev, path, lines)
-
-    def _blame_settings(self) -> BlameSettings:
-        # The configuration is read once (invalidate() reads it again); the files it names
-        # are watched with lstat, so an edited .mailmap counts from the next blame on.
-        if self._config is None:
-            self._config = BlameConfig.read(self.root, self._gp.config_reader(), self.detect_moves)
-        stamps = self._config.stamps()
-        memo = self._settings
-        if memo is not None and memo[0] == stamps:
-            return memo[1]
-        settings = self._config.settings(self._blob_size)
-        self._settings = (stamps, settings)
-        return settings
-
-    def _blob_size(self, name: str) -> tuple[str, str, int] | None:
-        try:
-            return self._objects.sized_header(name)
-        except GitError:
-            return None
+        return self._blames.args(rev, path, lines)
 
     def config_values(self, section: str, option: str) -> tuple[str, ...]:
         """Every value of ``section.option`` in the repository's configuration, in order."""
@@ -390,54 +369,35 @@ class GitRepo:
     def blame_config(self) -> tuple[str, ...]:
         """The ``key=value`` settings every blame of this repository runs with (the mailmap
         pinned): commands that must see what blame sees run with them too."""
-        return self._blame_settings().config
+        return self._blames.settings().config
 
     def ignored_revisions(self) -> frozenset[str]:
         """The commit ids blame ignores here (from the ignore-revs files in force)."""
-        return self._blame_settings().ignored
+        return self._blames.settings().ignored
 
     def shared_blame_fingerprint(self) -> str:
         """blame_fingerprint() without any path of this machine: equal in two clones whose
         blames are the same, so a blame can be shared between them."""
-        return self._blame_settings().shared_fingerprint
+        return self._blames.settings().shared_fingerprint
 
     def blames_by_diff(self) -> bool:
         """Whether blame attributes every line a (non-merge) commit added to that commit: no
         ignore-revs in force and no move detection, so a commit's diff says what blame would."""
-        return not self.detect_moves and not any(
-            a.startswith("--ignore-revs-file=") for a in self._blame_settings().args
-        )
+        return self._blames.by_diff()
 
     def blame_settings(self) -> bytes:
         """What besides history changes a blame (flags, .mailmap, ignore-revs), as a digest."""
-        return self._blame_settings().fingerprint.encode("ascii")
+        return self._blames.settings().fingerprint.encode("ascii")
 
     def blame_fingerprint(self) -> str:
         """blame_settings() as text: part of every blame cache key."""
-        return self._blame_settings().fingerprint
+        return self._blames.settings().fingerprint
 
-    def blame(
-        self,
-        path: str,
-        rev: CommitSha,
-        lines: LineRanges | None = None,
-    ) -> Blame:
+    def blame(self, path: str, rev: CommitSha, lines: LineRanges | None = None) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``: one range or several),
         parsed as it streams."""
-        args = self.blame_args(rev, path, lines)
-        config = self._blame_settings().config
-        result = run_blame(self.runner, self.root, args, config, path, rev, complete=lines is None)
-        if lines is None and not result.lines and self._looks_binary(rev, path):
-            raise BinaryFile(f"{path} is a binary file")
-        shallow = read_regular_file(self.root, (self.common_dir or self.root / ".git") / "shallow")
-        return mark_shallow(result, shallow)
-
-    def _looks_binary(self, rev: CommitSha, path: str) -> bool:
-        try:
-            return b"\x00" in self.blob(rev, path)[:_NUL_PROBE]
-        except GitError:
-            return False
+        return self._blames.blame(path, rev, lines)
 
     def is_binary(self, data: bytes) -> bool:
         """git's heuristic: a NUL byte near the start."""
-        return b"\x00" in data[:_NUL_PROBE]
+        return looks_binary(data)

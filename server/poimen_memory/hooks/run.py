@@ -23,7 +23,7 @@ from poimen_memory.hooks.state import (
     write_log,
 )
 from poimen_memory.ingest import Format, IngestOptions, IngestSummary, ingest
-from poimen_memory.lookup import NotInRepository, ProjectChoice, decide_project, new_checkouts
+from poimen_memory.lookup import NotInRepository, ProjectChoice, decide_project, identity_of
 from poimen_memory.settings import load_settings, redact_dsn
 from poimen_memory.wiring import open_store
 
@@ -131,7 +131,7 @@ def _ingest(
     """Ingest the transcript into the project the one rule decides for the session's work tree
     (``--project``, ``POIMEN_PROJECT``, the config file, else the repository's identity)."""
     settings = load_settings({"project": project, "dsn": dsn})
-    identity, _ = new_checkouts().add(payload.cwd, field_name="cwd")
+    identity, _ = identity_of(payload.cwd, settings.repo, field_name="cwd")
     choice = decide_project(settings, repo=identity)
     assert choice.project is not None  # a repository always decides one
     options = IngestOptions(
@@ -140,8 +140,10 @@ def _ingest(
         format=Format.CLAUDE_CODE,
         skip_bad=True,
         redact=True,
+        repo_override=settings.repo,
+        cache_path=settings.blame_cache_path,
     )
-    with open_store(settings.dsn) as store:
+    with open_store(settings) as store:
         return ingest([payload.transcript], store, options), choice
 
 

@@ -31,13 +31,13 @@ from poimen_memory.domain import (
 )
 from poimen_memory.domain.nodes import check_text_size
 from poimen_memory.gitio import BlameCache, Blamer, GitError, GitRepo
-from poimen_memory.gitio.cache import default_cache_path
 from poimen_memory.ingest.agent_trace import looks_like_agent_trace, parse_agent_trace
 from poimen_memory.ingest.claude_code import looks_like_claude_code, parse_claude_code
 from poimen_memory.ingest.enrich import enrich
 from poimen_memory.ingest.jsonl import iter_json_lines, parse_jsonl, read_json_document
 from poimen_memory.ingest.model import BadRecord, Draft, IngestError, Parsed, SourceRef
 from poimen_memory.ingest.redact import Redactor
+from poimen_memory.settings import Settings
 from poimen_memory.store import NOTIFY_CHANNEL, Batch, InsertCounts, Store
 from poimen_memory.store.connector import StoreRejected
 
@@ -229,7 +229,7 @@ def ingest(
         raise IngestError(f"--repo: {exc}") from None
     files = expand_paths(paths)
     summary = IngestSummary(repo=repo_id, files=len(files))
-    blamer = Blamer(repo, BlameCache(options.cache_path or default_cache_path()))
+    blamer = Blamer(repo, BlameCache(options.cache_path or Settings().blame_cache_path))
     redactor = Redactor(enabled=options.redact)
     bad: list[BadRecord] = []
     per_file: list[_File] = []

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from poimen_memory.domain import ProjectId
 from poimen_memory.gitio import BlameCache
-from poimen_memory.gitio.cache import default_cache_path
 from poimen_memory.lookup import (
     checkouts,
     errors,
@@ -47,8 +46,9 @@ def new_checkouts(
     detect_moves: bool = False,
     cache_path: Path | None = None,
 ) -> checkouts.Checkouts:
-    """An empty Checkouts over the persistent blame cache (the user's, by default)."""
-    cache = BlameCache(cache_path or default_cache_path())
+    """An empty Checkouts over the persistent blame cache at ``cache_path`` (by default, in
+    the default ``cache_dir``: a process with settings passes its own)."""
+    cache = BlameCache(cache_path or Settings().blame_cache_path)
     return checkouts.Checkouts(cache, repo_override, detect_moves)
 
 
@@ -70,6 +70,7 @@ def build_service(
     if settings is None:
         project = None if default_project is None else default_project.value
         settings = Settings(project=project, repo=repo_override)
+    cache_path = cache_path or settings.blame_cache_path
     known = new_checkouts(settings.repo, settings.blame.detect_moves, cache_path=cache_path)
     found = service.LookupService(store, known, settings, pending)
     if shared_blames and settings.blame.shared_cache:

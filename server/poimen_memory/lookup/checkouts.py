@@ -23,7 +23,7 @@ from poimen_memory.lookup.requests import WorkTreePath
 from poimen_memory.lookup.shared_blames import SharedBlameGate, StoreSharedBlames
 from poimen_memory.store import Store
 
-__all__ = ["Checkouts"]
+__all__ = ["Checkouts", "identity_of"]
 
 
 class Checkouts:
@@ -160,3 +160,17 @@ class Checkouts:
         """Identities of the known checkouts."""
         with self._lock:
             return sorted(self._by_id)
+
+
+def identity_of(
+    path: str | Path, override: str | None = None, field_name: str = "repo"
+) -> tuple[RepoId, Path]:
+    """The identity (``override`` if given) and root of the work tree containing ``path``,
+    without a blame cache; NotInRepository outside one, LookupFailed if git fails."""
+    try:
+        repo = GitRepo.discover(path)
+        return repo.identity(override), repo.root
+    except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
+        raise NotInRepository(field_name, str(exc).removeprefix("repo: ")) from None
+    except GitError as exc:
+        raise LookupFailed(str(exc)) from None

@@ -130,11 +130,11 @@ def rebuild_service(ls: PoimenServer) -> None:
     config = ls.state.config
     old = ls.state.services
     try:
-        store = _open_store(config.dsn)
+        store = _open_store(config)
     except (ConfigError, ContentError, StoreUnavailable) as exc:
         message = redact_dsn(f"{SECTION}.dsn: {exc}", config.dsn)
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
-        store = _open_store(None)
+        store = _open_store(config.model_copy(update={"dsn": None}))
     services = build_services(store, config)
     for root in ls.state.roots:
         try:

@@ -108,7 +108,7 @@ async def _present(ls: PoimenServer, result: LookupResult, where: object) -> Non
         digest = hashlib.sha256(
             json.dumps(where, sort_keys=True, default=str).encode()
         ).hexdigest()[:16]
-        target = scratch_dir() / f"memories-{digest}.md"
+        target = scratch_dir(ls.state.config) / f"memories-{digest}.md"
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(render_hover(result, whole, markdown=True), "utf-8")

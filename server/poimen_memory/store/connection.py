@@ -25,7 +25,7 @@ import psycopg
 from psycopg import conninfo as pg_conninfo
 
 from poimen_memory.errors import ConfigError, SchemaMissing, StoreUnavailable
-from poimen_memory.settings import invalid_dsn, load_settings, redact_dsn
+from poimen_memory.settings import invalid_dsn, redact_dsn
 from poimen_memory.store.migrations import MigrationError, migrate
 
 __all__ = [
@@ -50,10 +50,11 @@ _migrated: set[Path] = set()
 _release = threading.Lock()
 
 
-def embedded_dsn(directory: Path | None = None, *, migrate_schema: bool = True) -> str:
-    """Start (or join) the embedded Postgres under ``directory`` and return its DSN; its
-    schema is migrated first (once per process) unless ``migrate_schema`` is false."""
-    base = load_settings().data_dir if directory is None else directory
+def embedded_dsn(directory: Path, *, migrate_schema: bool = True) -> str:
+    """Start (or join) the embedded Postgres under ``directory`` (the settings' ``data_dir``)
+    and return its DSN; its schema is migrated first (once per process) unless
+    ``migrate_schema`` is false."""
+    base = directory
     pgdata = base / "pgdata"
     try:
         base.mkdir(parents=True, exist_ok=True)
