@@ -97,3 +97,67 @@ def test_the_operations_reference_has_every_request_field(site: Path) -> None:
         assert model.__name__ in text, page
         for field in model.model_fields:
             assert f"\n{field}\n" in text, f"{page}: {model.__name__}.{field}"
+
+
+def test_the_operations_reference_has_every_operation_on_every_surface(site: Path) -> None:
+    from poimen_memory.operations import OPERATIONS
+
+    text = " ".join(_text(site / "reference" / "operations" / "index.html").split())
+    pages = {
+        surface: " ".join(_text(site / "reference" / surface / "index.html").split())
+        for surface in ("http", "mcp", "lsp", "cli")
+    }
+    for op in OPERATIONS:
+        reached = {
+            "http": f"{op.http.method} {op.http.path}" if op.http else None,
+            "mcp": op.mcp_tool,
+            "lsp": op.lsp_command,
+            "cli": " ".join(("mem", *op.cli.words)) if op.cli else None,
+        }
+        for surface, name in reached.items():
+            if name is None:
+                continue
+            assert name in text, (op.name, surface)
+            assert name in pages[surface], (op.name, surface)  # each surface's own page too
+        for model in (op.request, op.response):
+            assert model.__name__ in text, (op.name, model.__name__)
+            for name, field in model.model_fields.items():
+                assert field.description, f"{model.__name__}.{name} has no description"
+
+
+def _rows(page: Path) -> list[list[str]]:
+    """The cells of every table row of a built page, as text."""
+    cells = re.compile(r"<t[dh][^>]*>(.*?)</t[dh]>", re.DOTALL)
+    return [
+        [" ".join(html.unescape(re.sub(r"<[^>]+>", "", c)).split()) for c in cells.findall(row)]
+        for row in re.findall(r"<tr>(.*?)</tr>", page.read_text("utf-8"), re.DOTALL)
+    ]
+
+
+def test_the_errors_table_is_each_surfaces_table(site: Path) -> None:
+    from poimen_memory.cli import EXIT_STATUS
+    from poimen_memory.errors import ErrorKind
+    from poimen_memory.http import STATUS
+    from poimen_memory.lsp.lookups import ERROR_CODES
+
+    rows = {row[0]: row for row in _rows(site / "reference" / "operations" / "index.html") if row}
+    header = rows["kind"]
+    for kind in ErrorKind:
+        row = dict(zip(header, rows[kind.value], strict=True))
+        assert row["CLI exit status"] == str(EXIT_STATUS[kind]), kind
+        assert row["HTTP status"] == str(STATUS[kind]), kind
+        assert row["LSP error code"] == str(ERROR_CODES[kind]), kind
+        assert "isError" in row["MCP"], kind
+
+
+def test_the_configuration_page_has_every_config_file_key() -> None:
+    from poimen_memory.settings import CONFIG_KEYS
+
+    page = (ROOT / "docs" / "configuration.md").read_text("utf-8")
+    for key in CONFIG_KEYS:
+        assert f"| `{key}` |" in page or f"| `[{key}]` |" in page, key
+    # The renamed key is named only to say what it is now.
+    for line in page.splitlines():
+        if "shared_blame_cache" in line:
+            assert "is now [blame] shared_cache" in line, line
+    assert "POIMEN_SHARED_BLAME_CACHE" not in page

@@ -9,7 +9,12 @@ A page asks for a section with a marker on a line of its own:
 - ``<!-- poimen:operations -->``, or ``<!-- poimen:operations surface=http -->`` (``mcp``,
   ``lsp``, ``cli``): one section per operation with its surfaces, its request fields and its
   response's top-level fields, from ``poimen_memory.operations.OPERATIONS`` when the project
-  has it, else from the request models in ``poimen_memory.lookup.requests``.
+  has it, else from the request models in ``poimen_memory.lookup.requests``; with
+  ``view=table``, one row per operation with its name on each surface instead;
+- ``<!-- poimen:errors -->``: the kinds of failure (``poimen_memory.errors.ErrorKind``) and
+  what each surface answers for each: the CLI's exit status (``cli.EXIT_STATUS``), HTTP's
+  status (``http.STATUS``), the language server's error code (``lsp.lookups.ERROR_CODES``)
+  and MCP's tool error.
 
 An unknown marker, or a setting without a description (while ``REQUIRE_DESCRIPTIONS``), fails
 the build.
@@ -451,9 +456,34 @@ def _surfaces(op: Any) -> list[tuple[str, str]]:
     return found
 
 
-def render_operations(surface: str | None = None) -> str:
+def _writes(op: Any) -> str:
+    return "yes" if op.writes else "no (read only)"
+
+
+def render_operations_table(surface: str | None = None) -> str:
+    """One row per operation (served on ``surface``, or everywhere): its name on each
+    surface and whether it writes."""
+    labels = {"http": "HTTP", "mcp": "MCP tool", "lsp": "LSP command", "cli": "CLI"}
+    rows = []
+    for op in operations():
+        if surface is not None and not _surface(op, surface):
+            continue
+        title = getattr(op, "title", None) or getattr(op, "summary", "")
+        reached = [_code(_surface(op, s)) if _surface(op, s) else "—" for s in SURFACES]
+        rows.append([_code(op.name), *reached, "yes" if op.writes else "no", title])
+    if not rows:
+        raise ReferenceBuildError(f"no operation is served on {surface}")
+    header = ["operation", *(labels[s] for s in SURFACES), "writes", "what it does"]
+    return _table(header, rows) + "\n"
+
+
+def render_operations(surface: str | None = None, view: str = "sections") -> str:
     if surface is not None and surface not in SURFACES:
         raise ReferenceBuildError(f"unknown surface {surface!r}; one of {', '.join(SURFACES)}")
+    if view == "table":
+        return render_operations_table(surface)
+    if view != "sections":
+        raise ReferenceBuildError(f"unknown view {view!r}; one of sections, table")
     out = []
     for op in operations():
         if surface is not None and not _surface(op, surface):
@@ -466,9 +496,12 @@ def render_operations(surface: str | None = None) -> str:
             out += [f"**{summary}**", ""]
         if description or summary:
             out += [description or summary, ""]
-        rows = [*_surfaces(op), ("writes", "yes" if op.writes else "no (read only)")]
+        rows = [*_surfaces(op), ("writes", _writes(op))]
         out.append(_table(["surface", "name"], rows))
         out.append("")
+        examples = getattr(getattr(op, "cli", None), "examples", None) or ()
+        if examples:
+            out += ["```sh", *examples, "```", ""]
         out.append(f"Request (`{op.request.__name__}`):\n")
         out.append(_table(["field", "type", "required", "description"],
                           _fields(op.request, "validation")))  # fmt: skip
@@ -487,8 +520,40 @@ def render_operations(surface: str | None = None) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+# --- errors -------------------------------------------------------------------------------
+
+MCP_ERROR = "tool error (`isError`), the message as its text"
+
+
+def render_errors() -> str:
+    """Each kind of failure, the error classes reported as it, and what each surface
+    answers for it (from the surfaces' own tables)."""
+    from poimen_memory.cli import EXIT_STATUS
+    from poimen_memory.errors import ErrorKind
+    from poimen_memory.http import STATUS
+    from poimen_memory.lsp.lookups import ERROR_CODES
+    from poimen_memory.operations.failures import KINDS
+
+    rows = []
+    for kind in ErrorKind:
+        classes = sorted(cls.__name__ for cls, k in KINDS.items() if k is kind)
+        rows.append(
+            [
+                _code(kind.value),
+                ", ".join(_code(c) for c in classes) or "any other error (a bug)",
+                _code(EXIT_STATUS[kind]),
+                _code(STATUS[kind]),
+                _code(ERROR_CODES[kind]),
+                MCP_ERROR,
+            ]
+        )
+    header = ["kind", "raised as", "CLI exit status", "HTTP status", "LSP error code", "MCP"]
+    return _table(header, rows) + "\n"
+
+
 RENDERERS: dict[str, Callable[..., str]] = {
     "settings": render_settings,
     "cli": render_cli,
     "operations": render_operations,
+    "errors": render_errors,
 }
