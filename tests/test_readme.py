@@ -128,3 +128,17 @@ def test_the_readme_benchmark_summary_counts_results_json() -> None:
     assert int(summary[1]) == sum(bool(f["pass"]) for f in targets)
     assert int(summary[2]) == len(targets)
     assert "](docs/benchmarks.md)" in README
+
+
+def test_no_page_asks_for_a_project_a_work_tree_decides() -> None:
+    """The one project rule derives the project from the repository: the docs never show
+    `--project` as required, and `mem doctor` (which says where it came from) is where a
+    newcomer looks first."""
+    pages = {str(p.relative_to(ROOT)): p.read_text("utf-8") for p in DOCS.rglob("*.md")}
+    pages["README.md"] = README
+    for name, text in pages.items():
+        for usage in re.findall(r"^\| `(mem [^`]*)`", text, re.MULTILINE):
+            assert "--project" not in re.sub(r"\[[^\]]*\]", "", usage), (name, usage)
+        assert not re.search(r"--project(`)? is required|project: required", text), name
+    assert "## When something looks wrong: `mem doctor`" in _doc("getting-started.md")
+    assert "| `mem doctor" in _doc("reference/cli.md")
