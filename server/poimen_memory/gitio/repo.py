@@ -59,6 +59,21 @@ def _rev_parse(runner: GitRunner, root: Path, *rev: str) -> CommitSha | None:
     return CommitSha(sha) if done.returncode == 0 and sha else None
 
 
+def _commit_ids(runner: GitRunner, root: Path, shas: Iterable[CommitSha]) -> set[str]:
+    """Which of ``shas`` are commits in the repository at ``root``, by one git process."""
+    done = runner.run(
+        root,
+        ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+        stdin="".join(f"{s.value}\n" for s in shas).encode("ascii"),
+    )
+    found = set()
+    for line in done.stdout.decode("ascii", "replace").splitlines():
+        name, _, kind = line.partition(" ")
+        if kind == "commit":
+            found.add(name)
+    return found
+
+
 def _repository_at(path: str | os.PathLike[str], runner: GitRunner) -> git.Repo:
     """The GitPython repository whose work tree holds ``path`` (a file or directory, which
     need not exist yet); NotARepository otherwise."""
@@ -209,7 +224,9 @@ class GitRepo:
         Resolved in process through GitPython and remembered while the ref files are
         unchanged (no git process per hover); anything unusual (reftable) asks git.
         """
-        found = self._head.commit() or _rev_parse(self.runner, self.root, "HEAD^{commit}")
+        found = self._head.commit()
+        if found is None:
+            found = _rev_parse(self.runner, self.root, "HEAD^{commit}")
         if found is None:
             raise EmptyRepository(f"the repository at {self.root} has no commits yet")
         return found
@@ -315,16 +332,7 @@ class GitRepo:
         wanted = list(dict.fromkeys(shas))
         if len(wanted) <= 16:
             return {s for s, _ in self.existing((s, None) for s in wanted)}
-        done = self.runner.run(
-            self.root,
-            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
-            stdin="".join(f"{s.value}\n" for s in wanted).encode("ascii"),
-        )
-        found = set()
-        for line in done.stdout.decode("ascii", "replace").splitlines():
-            name, _, kind = line.partition(" ")
-            if kind == "commit":
-                found.add(name)
+        found = _commit_ids(self.runner, self.root, wanted)
         return {s for s in wanted if s.value in found}
 
     def commits(
