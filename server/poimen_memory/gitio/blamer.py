@@ -1,15 +1,17 @@
-"""Blame with a cache: whole files for code lens, single lines fast for a cold hover."""
+"""Blame with a cache: whole files for code lens, single lines fast for a cold hover.
+
+The blames found without running git blame (a shared row, or carried forward from a
+checkpoint) come from gitio.reuse.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import threading
-from collections.abc import Callable
 
 from cachetools import LRUCache
 
-from poimen_memory.domain import CommitSha, SharedBlame
+from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameLine
 from poimen_memory.gitio.cache import (
     FILE_TEXTS,
@@ -21,33 +23,14 @@ from poimen_memory.gitio.cache import (
     CacheKey,
 )
 from poimen_memory.gitio.errors import GitError
-from poimen_memory.gitio.incremental import (
-    Unsupported,
-    blame_from,
-    checkpoint_candidates,
-    touching,
-)
+from poimen_memory.gitio.incremental import touching
 from poimen_memory.gitio.repo import GitRepo
-from poimen_memory.gitio.shared import SharedBlames, decode, encode, line_of
+from poimen_memory.gitio.reuse import LADDER, BlameReuse
+from poimen_memory.gitio.shared import SharedBlames
 
 __all__ = ["Blamer"]
 
-log = logging.getLogger(__name__)
-
-_LADDER = (16, 256)
-"""Commits touching a file searched for a checkpoint: the nearest first, then further."""
-_LATER_S = 0.25
-"""Delay before a blame found for a hover is cached and shared (in the background)."""
-
 _FileAt = tuple[str, CommitSha]  # (path, revision)
-
-
-def _later(work: Callable[[], None]) -> None:
-    """Run ``work`` a moment from now in a daemon thread: a hover's answer goes out first,
-    not sharing the interpreter with its bookkeeping."""
-    timer = threading.Timer(_LATER_S, work)
-    timer.daemon = True
-    timer.start()
 
 
 class Blamer:
@@ -72,6 +55,7 @@ class Blamer:
         self._digests: LRUCache[_FileAt, str] = LRUCache(TEXT_DIGESTS)
         self._lines: LRUCache[tuple[str, CommitSha, int], BlameLine | None] = LRUCache(LINE_ORIGINS)
         self._warming: LRUCache[_FileAt, bool] = LRUCache(WARMING)
+        self._reuse = BlameReuse(self)
 
     def invalidate(self) -> None:
         """Forget everything remembered in memory (after a checkout or a settings change):
@@ -158,188 +142,15 @@ class Blamer:
         blame, source = self._compute(path, key.commit)
         self.cache.put(key, blame)
         if source != "shared":
-            self._share(blame)
+            self._reuse.share(blame)
         return self.cache.get(key, at) or blame, source
 
     def _compute(self, path: str, last: CommitSha) -> tuple[Blame, str]:
-        known = self._known(path, last)
+        known = self._reuse.known(path, last)
         if known is not None:
             return known
         self.sources["git"] += 1
         return self.repo.blame(path, last), "git"
-
-    def _known(self, path: str, last: CommitSha) -> tuple[Blame, str] | None:
-        """The blame at ``last`` without running git blame: shared, or incremental."""
-        found = self._from_shared(path, last)
-        if found is not None:
-            return found, "shared"
-        found = self._incremental(path, last)
-        if found is not None:
-            return found, "incremental"
-        return None
-
-    # -- the shared cache and checkpoints ------------------------------------------------
-
-    def _shared_row(self, path: str, last: CommitSha) -> SharedBlame | None:
-        """The shared row for (path, last), if the store has one (not yet trusted)."""
-        if self.shared is None:
-            return None
-        row = self.shared.get(path, last.value, self.repo.shared_blame_fingerprint())
-        if row is None or row.path != path or row.commit != last.value:
-            return None
-        return row
-
-    def _from_shared(self, path: str, last: CommitSha) -> Blame | None:
-        """The shared row for (path, last), once this repository vouches for it."""
-        row = self._shared_row(path, last)
-        blame = self._trusted(row, last) if row is not None else None
-        if blame is not None:
-            self.sources["shared"] += 1
-        return blame
-
-    def _trusted(self, row: SharedBlame, rev: CommitSha) -> Blame | None:
-        try:
-            if self.repo.blob_id(rev, row.path) != row.blob_id:
-                log.debug("shared blame of %s at %s: another blob; not used", row.path, rev.short())
-                return None
-            blame = decode(row, rev)
-            if blame is None:
-                return None
-            if len(self.repo.has_commits(blame.commits)) != len(blame.commits):
-                log.debug("shared blame of %s: commits this clone lacks; not used", row.path)
-                return None
-        except GitError:
-            return None
-        return blame
-
-    def _share(self, blame: Blame) -> None:
-        shared = self.shared
-        if shared is None or not blame.complete:
-            return
-        try:
-            blob = self.repo.blob_id(blame.rev, blame.path)
-            fingerprint = self.repo.shared_blame_fingerprint()
-        except GitError:
-            return
-        if blob is None:
-            return
-        shared.put(encode(blame, fingerprint, blob))
-
-    def _shared_line(self, path: str, last: CommitSha, line: int) -> tuple[BlameLine | None] | None:
-        """One line from the shared row for (path, last), checked as far as it needs (this
-        repository has the commit and the very blob, and the line's own commit); the whole
-        row is then checked and cached in the background. None: no usable row."""
-        row = self._shared_row(path, last)
-        if row is None:
-            return None
-        try:
-            if self.repo.blob_id(last, path) != row.blob_id:
-                return None
-        except GitError:
-            return None
-        found = line_of(row, line)
-        if isinstance(found, bool):
-            return None
-        if found is not None and not self.repo.has_commits([found.commit]):
-            return None
-
-        def keep() -> None:
-            blame = self._trusted(row, last)
-            if blame is not None:
-                self.sources["shared"] += 1
-                self.cache.put(self._key(path, last), blame)
-
-        _later(keep)
-        return (found,)
-
-    def _incremental(
-        self,
-        path: str,
-        last: CommitSha,
-        candidates: list[CommitSha] | None = None,
-        line: int | None = None,
-    ) -> Blame | None:
-        """The blame at ``last`` from the nearest ancestor whose blame is known, or None.
-        With ``line``, only that line is traced, and the whole file follows from the same
-        checkpoint in the background (cached and shared)."""
-        try:
-            checkpoint = self._checkpoint(path, last, candidates)
-            if checkpoint is None:
-                return None
-            blame = self._from_checkpoint(path, last, checkpoint, line)
-        except GitError as exc:
-            log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
-            return None
-        if blame is not None and line is not None:
-            _later(lambda: self._complete(path, last, checkpoint))
-        return blame
-
-    def _from_checkpoint(
-        self, path: str, last: CommitSha, checkpoint: Blame, line: int | None = None
-    ) -> Blame | None:
-        try:
-            blame = blame_from(self.repo, checkpoint, last, path, self._cached_at, line)
-        except Unsupported as exc:
-            log.debug("blame of %s at %s by git: %s", path, last.short(), exc)
-            return None
-        if line is None:
-            self.sources["incremental"] += 1
-        return blame
-
-    def _complete(self, path: str, last: CommitSha, checkpoint: Blame) -> None:
-        try:
-            blame = self._from_checkpoint(path, last, checkpoint)
-        except GitError as exc:
-            log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
-            return
-        if blame is not None:
-            self.cache.put(self._key(path, last), blame)
-            self._share(blame)
-
-    def _cached_at(self, rev: CommitSha, path: str) -> Blame | None:
-        # A commit outside an incremental walk: its whole-file blame if cached here.
-        try:
-            return self.cached(path, rev)
-        except GitError:
-            return None
-
-    def _checkpoint(
-        self, path: str, last: CommitSha, known: list[CommitSha] | None = None
-    ) -> Blame | None:
-        fingerprint = self.repo.blame_fingerprint()
-        local = self.cache.has_path(self._repo_key(), path, fingerprint)
-        if not local and self.shared is None:
-            return None
-        shared_fp = self.repo.shared_blame_fingerprint()
-        for depth in _LADDER:
-            if known is not None and depth == _LADDER[0]:
-                candidates = known[:depth]
-            else:
-                candidates = checkpoint_candidates(self.repo, path, last, depth)
-            if not candidates:
-                return None
-            cached = (
-                self.cache.cached_commits(self._repo_key(), path, fingerprint, candidates)
-                if local
-                else set()
-            )
-            shared: set[str] = set()
-            if self.shared is not None:
-                shared = self.shared.commits_with(path, shared_fp, [c.value for c in candidates])
-            for candidate in candidates:
-                if candidate in cached:
-                    found = self.cache.get(self._key(path, candidate), candidate)
-                    if found is not None:
-                        return found
-                if candidate.value in shared:
-                    row = self._shared_row(path, candidate)
-                    blame = self._trusted(row, candidate) if row is not None else None
-                    if blame is not None:
-                        self.cache.put(self._key(path, candidate), blame)
-                        return blame
-            if len(candidates) < depth:
-                return None
-        return None
 
     def origin(
         self, path: str, line: int, rev: CommitSha | None = None, *, warm: bool = False
@@ -363,16 +174,16 @@ class Blamer:
             # A blame of this file is known somewhere: the line from it (a shared row, or
             # traced through the commits since an earlier blame) costs less than git's.
             # One walk gives the last commit touching the file and the checkpoint candidates.
-            recent = touching(self.repo, path, at, _LADDER[0] + 1)
+            recent = touching(self.repo, path, at, LADDER[0] + 1)
             if recent and last is None:
                 last = recent[0]
                 self._remember_last(path, at, last)
             if last is not None:
-                one = self._shared_line(path, last, line)
+                one = self._reuse.shared_line(path, last, line)
                 if one is not None:
                     return one[0]
                 before = recent[1:] if recent and recent[0] == last else None
-                traced = self._incremental(path, last, before, line)
+                traced = self._reuse.incremental(path, last, before, line)
                 if traced is not None:
                     return traced.origin(line)
         # Blaming `at` gives the same lines as blaming the last commit touching the file.

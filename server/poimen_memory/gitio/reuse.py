@@ -1,0 +1,224 @@
+"""Blames found without running ``git blame``: a shared row this repository vouches for, or
+the blame of the nearest ancestor known (cached here or shared) carried forward through the
+commits since (gitio.incremental: identical to git's).
+
+A hover asks for one line: it is read from a shared row, or traced alone from a checkpoint;
+the whole file then follows in the background, cached and shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from poimen_memory.domain import CommitSha, SharedBlame
+from poimen_memory.gitio.blame import Blame, BlameLine
+from poimen_memory.gitio.errors import GitError
+from poimen_memory.gitio.incremental import Unsupported, blame_from, checkpoint_candidates
+from poimen_memory.gitio.shared import decode, encode, line_of
+
+if TYPE_CHECKING:
+    from poimen_memory.gitio.blamer import Blamer
+
+__all__ = ["LADDER", "BlameReuse"]
+
+log = logging.getLogger(__name__)
+
+LADDER = (16, 256)
+"""Commits touching a file searched for a checkpoint: the nearest first, then further."""
+_LATER_S = 0.25
+"""Delay before a blame found for a hover is cached and shared (in the background)."""
+
+
+def _later(work: Callable[[], None]) -> None:
+    """Run ``work`` a moment from now in a daemon thread: a hover's answer goes out first,
+    not sharing the interpreter with its bookkeeping."""
+    timer = threading.Timer(_LATER_S, work)
+    timer.daemon = True
+    timer.start()
+
+
+class BlameReuse:
+    """The blames a Blamer finds without git blame, through its caches (local and shared)."""
+
+    def __init__(self, blamer: Blamer) -> None:
+        self._blamer = blamer
+
+    def known(self, path: str, last: CommitSha) -> tuple[Blame, str] | None:
+        """The blame at ``last`` without running git blame: shared, or incremental."""
+        found = self._from_shared(path, last)
+        if found is not None:
+            return found, "shared"
+        found = self.incremental(path, last)
+        if found is not None:
+            return found, "incremental"
+        return None
+
+    def _shared_row(self, path: str, last: CommitSha) -> SharedBlame | None:
+        """The shared row for (path, last), if the store has one (not yet trusted)."""
+        shared = self._blamer.shared
+        if shared is None:
+            return None
+        row = shared.get(path, last.value, self._blamer.repo.shared_blame_fingerprint())
+        if row is None or row.path != path or row.commit != last.value:
+            return None
+        return row
+
+    def _from_shared(self, path: str, last: CommitSha) -> Blame | None:
+        """The shared row for (path, last), once this repository vouches for it."""
+        row = self._shared_row(path, last)
+        blame = self._trusted(row, last) if row is not None else None
+        if blame is not None:
+            self._blamer.sources["shared"] += 1
+        return blame
+
+    def _trusted(self, row: SharedBlame, rev: CommitSha) -> Blame | None:
+        repo = self._blamer.repo
+        try:
+            if repo.blob_id(rev, row.path) != row.blob_id:
+                log.debug("shared blame of %s at %s: another blob; not used", row.path, rev.short())
+                return None
+            blame = decode(row, rev)
+            if blame is None:
+                return None
+            if len(repo.has_commits(blame.commits)) != len(blame.commits):
+                log.debug("shared blame of %s: commits this clone lacks; not used", row.path)
+                return None
+        except GitError:
+            return None
+        return blame
+
+    def share(self, blame: Blame) -> None:
+        """Put a complete blame in the shared cache (if there is one) for other clones."""
+        shared, repo = self._blamer.shared, self._blamer.repo
+        if shared is None or not blame.complete:
+            return
+        try:
+            blob = repo.blob_id(blame.rev, blame.path)
+            fingerprint = repo.shared_blame_fingerprint()
+        except GitError:
+            return
+        if blob is None:
+            return
+        shared.put(encode(blame, fingerprint, blob))
+
+    def shared_line(self, path: str, last: CommitSha, line: int) -> tuple[BlameLine | None] | None:
+        """One line from the shared row for (path, last), checked as far as it needs (this
+        repository has the commit and the very blob, and the line's own commit); the whole
+        row is then checked and cached in the background. None: no usable row."""
+        blamer = self._blamer
+        row = self._shared_row(path, last)
+        if row is None:
+            return None
+        try:
+            if blamer.repo.blob_id(last, path) != row.blob_id:
+                return None
+        except GitError:
+            return None
+        found = line_of(row, line)
+        if isinstance(found, bool):
+            return None
+        if found is not None and not blamer.repo.has_commits([found.commit]):
+            return None
+
+        def keep() -> None:
+            blame = self._trusted(row, last)
+            if blame is not None:
+                blamer.sources["shared"] += 1
+                blamer.cache.put(blamer._key(path, last), blame)
+
+        _later(keep)
+        return (found,)
+
+    def incremental(
+        self,
+        path: str,
+        last: CommitSha,
+        candidates: list[CommitSha] | None = None,
+        line: int | None = None,
+    ) -> Blame | None:
+        """The blame at ``last`` from the nearest ancestor whose blame is known, or None.
+        With ``line``, only that line is traced, and the whole file follows from the same
+        checkpoint in the background (cached and shared)."""
+        try:
+            checkpoint = self._checkpoint(path, last, candidates)
+            if checkpoint is None:
+                return None
+            blame = self._from_checkpoint(path, last, checkpoint, line)
+        except GitError as exc:
+            log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
+            return None
+        if blame is not None and line is not None:
+            _later(lambda: self._complete(path, last, checkpoint))
+        return blame
+
+    def _from_checkpoint(
+        self, path: str, last: CommitSha, checkpoint: Blame, line: int | None = None
+    ) -> Blame | None:
+        try:
+            blame = blame_from(self._blamer.repo, checkpoint, last, path, self._cached_at, line)
+        except Unsupported as exc:
+            log.debug("blame of %s at %s by git: %s", path, last.short(), exc)
+            return None
+        if line is None:
+            self._blamer.sources["incremental"] += 1
+        return blame
+
+    def _complete(self, path: str, last: CommitSha, checkpoint: Blame) -> None:
+        try:
+            blame = self._from_checkpoint(path, last, checkpoint)
+        except GitError as exc:
+            log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
+            return
+        if blame is not None:
+            self._blamer.cache.put(self._blamer._key(path, last), blame)
+            self.share(blame)
+
+    def _cached_at(self, rev: CommitSha, path: str) -> Blame | None:
+        # A commit outside an incremental walk: its whole-file blame if cached here.
+        try:
+            return self._blamer.cached(path, rev)
+        except GitError:
+            return None
+
+    def _checkpoint(
+        self, path: str, last: CommitSha, known: list[CommitSha] | None = None
+    ) -> Blame | None:
+        blamer = self._blamer
+        repo, cache = blamer.repo, blamer.cache
+        fingerprint = repo.blame_fingerprint()
+        local = cache.has_path(blamer._repo_key(), path, fingerprint)
+        if not local and blamer.shared is None:
+            return None
+        shared_fp = repo.shared_blame_fingerprint()
+        for depth in LADDER:
+            if known is not None and depth == LADDER[0]:
+                candidates = known[:depth]
+            else:
+                candidates = checkpoint_candidates(repo, path, last, depth)
+            if not candidates:
+                return None
+            cached = (
+                cache.cached_commits(blamer._repo_key(), path, fingerprint, candidates)
+                if local
+                else set()
+            )
+            shared: set[str] = set()
+            if blamer.shared is not None:
+                shared = blamer.shared.commits_with(path, shared_fp, [c.value for c in candidates])
+            for candidate in candidates:
+                if candidate in cached:
+                    found = cache.get(blamer._key(path, candidate), candidate)
+                    if found is not None:
+                        return found
+                if candidate.value in shared:
+                    row = self._shared_row(path, candidate)
+                    blame = self._trusted(row, candidate) if row is not None else None
+                    if blame is not None:
+                        cache.put(blamer._key(path, candidate), blame)
+                        return blame
+            if len(candidates) < depth:
+                return None
+        return None
