@@ -1,9 +1,14 @@
-"""Waiting for a `mem http` subprocess to answer (shared by the HTTP fault tests)."""
+"""`mem http` subprocesses for tests: started on a free port, waited for until they answer,
+stopped afterwards."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -22,3 +27,34 @@ def wait_until_healthy(base: str, server: subprocess.Popen[bytes], log: Path) ->
         if server.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"mem http did not start: {log.read_text()}")
         time.sleep(0.1)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on at ``host`` now."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def mem_http(
+    args: Sequence[str], env: Mapping[str, str], log: Path, host: str = "127.0.0.1"
+) -> Iterator[str]:
+    """`mem http ARGS` on ``host`` and a free port, its stderr in ``log``: its base URL once
+    it answers; stopped when the block ends."""
+    port = free_port(host)
+    with log.open("wb") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "poimen_memory.cli", "http", "--host", host,
+             "--port", str(port), *args],
+            env=dict(env), cwd=log.parent, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    name = f"[{host}]" if ":" in host else host
+    base = f"http://{name}:{port}"
+    try:
+        wait_until_healthy(base, server, log)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(10)

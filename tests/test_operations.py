@@ -14,7 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -33,8 +33,8 @@ from poimen_memory.operations import OPERATIONS, Operation, operation
 from .gitrepo import ALICE
 from .lsp.conftest import World as LspWorld
 from .lsp.conftest import start_client
-from .serving import wait_until_healthy
-from .test_mcp import REPO, World, _free_port, stdio
+from .serving import free_port, mem_http
+from .test_mcp import REPO, World, stdio
 from .test_mcp import world as world
 
 BUFFER = "src/kong/buffer.rs"
@@ -117,24 +117,11 @@ async def cli(world: World) -> AsyncIterator[Ask]:
     yield ask
 
 
-@contextmanager
-def http_server(world: World, *extra: str, dsn: str | None = None) -> Iterator[str]:
-    port = _free_port()
-    log = world.root / f"ops-http-{uuid.uuid4().hex[:6]}.log"
-    with log.open("wb") as err:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "poimen_memory.cli", "http", "--port", str(port),
-             "--repo", str(world.kong.root), "--project", world.project,
-             "--dsn", dsn or world.dsn, *extra],
-            env=world.env, cwd=world.root, stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(base, server, log)
-        yield base
-    finally:
-        server.terminate()
-        server.wait(10)
+def http_server(world: World, *extra: str, dsn: str | None = None) -> Any:
+    """`mem http` serving the world's work tree for its project (on ``dsn``, if given)."""
+    args = ["--repo", str(world.kong.root), "--project", world.project,
+            "--dsn", dsn or world.dsn, *extra]  # fmt: skip
+    return mem_http(args, world.env, world.root / f"ops-http-{uuid.uuid4().hex[:6]}.log")
 
 
 @pytest.fixture(scope="module")
@@ -384,7 +371,7 @@ async def test_bad_input_and_not_found_on_every_surface(
 
 
 async def test_a_store_that_does_not_answer_on_every_surface(world: World) -> None:
-    dead = f"postgresql://nobody@127.0.0.1:{_free_port()}/nothing?connect_timeout=2"
+    dead = f"postgresql://nobody@127.0.0.1:{free_port()}/nothing?connect_timeout=2"
     op = operation("by_author")
     body = {"author": ALICE[1], "repo": REPO}
     done = subprocess.run(

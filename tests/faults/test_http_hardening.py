@@ -9,45 +9,24 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
 
-from ..serving import wait_until_healthy
+from ..serving import free_port, mem_http
 from .conftest import PROJECT, Faults
 
 TOKEN = "t0ken-for-tests"
 BY_GIT = {"file": "src/kong/buffer.rs", "line": 42}
 
 
-def _free_port(host: str = "127.0.0.1") -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def serving(faults: Faults, *args: str, host: str = "127.0.0.1") -> Iterator[str]:
+def serving(faults: Faults, *args: str, host: str = "127.0.0.1") -> Any:
     """``mem http`` on a free loopback port with ``args``; yields its base URL."""
-    port = _free_port(host)
-    log = faults.root / f"http-{port}.log"
-    with log.open("wb") as err:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "poimen_memory.cli", "http", "--host", host, "--port", str(port), "--repo", str(faults.kong.root),
-             "--project", PROJECT, *args],
-            env=faults.env, stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
-    name = f"[{host}]" if ":" in host else host
-    base = f"http://{name}:{port}"
-    try:
-        wait_until_healthy(base, server, log)
-        yield base
-    finally:
-        server.terminate()
-        server.wait(10)
+    args = ("--repo", str(faults.kong.root), "--project", PROJECT, *args)
+    return mem_http(args, faults.env, faults.root / f"http-{uuid.uuid4().hex[:8]}.log", host)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +61,7 @@ def test_http_on_ipv6_loopback_answers_to_its_own_name(faults: Faults) -> None:
     if not socket.has_ipv6:
         pytest.skip("no IPv6 on this machine")
     try:
-        _free_port("::1")
+        free_port("::1")
     except OSError:
         pytest.skip("no IPv6 loopback on this machine")
     with serving(faults, host="::1") as url:
@@ -150,7 +129,7 @@ def test_http_refuses_browser_origins_unless_allowed(faults: Faults, base: str) 
             headers={"Origin": "https://tools.example"},
         )
         assert r.status_code == 200, r.text
-    bad = faults.mem("http", "--allow-origin", "evil.example/path", "--port", str(_free_port()))
+    bad = faults.mem("http", "--allow-origin", "evil.example/path", "--port", str(free_port()))
     assert bad.returncode == 2, bad.stderr
     assert bad.stderr.count("\n") == 1
     assert "--allow-origin" in bad.stderr
@@ -206,7 +185,7 @@ def test_a_token_limited_to_projects_answers_403_for_others(faults: Faults) -> N
         assert (
             httpx.post(f"{url}/memory/nodes/by-git", json=BY_GIT, headers=auth).status_code == 200
         )
-    alone = faults.mem("http", "--token-project", PROJECT, "--port", str(_free_port()))
+    alone = faults.mem("http", "--token-project", PROJECT, "--port", str(free_port()))
     assert alone.returncode == 2, alone.stderr
     assert alone.stderr.count("\n") == 1
     assert "--token-project" in alone.stderr
@@ -219,7 +198,7 @@ def test_a_token_limited_to_projects_answers_403_for_others(faults: Faults) -> N
 )  # fmt: skip
 def test_a_blank_token_is_refused(faults: Faults, args: list[str], env: dict[str, str]) -> None:
     try:
-        done = faults.mem("http", "--port", str(_free_port()), *args, env=env, timeout=20)
+        done = faults.mem("http", "--port", str(free_port()), *args, env=env, timeout=20)
     except subprocess.TimeoutExpired:
         pytest.fail("mem http started with a blank token")
     assert done.returncode == 2, done.stderr
@@ -327,7 +306,7 @@ def test_openapi_documents_the_refusals(faults: Faults) -> None:
 @pytest.mark.parametrize("host", ["0.0.0.0", "[::]", "::", "192.0.2.1", "example.invalid"])
 def test_lsp_refuses_to_listen_beyond_loopback(faults: Faults, host: str) -> None:
     try:
-        done = faults.mem("lsp", "--tcp", f"{host}:{_free_port()}", timeout=20)
+        done = faults.mem("lsp", "--tcp", f"{host}:{free_port()}", timeout=20)
     except subprocess.TimeoutExpired:
         pytest.fail(f"mem lsp served on {host}")
     assert done.returncode == 2, done.stderr
@@ -337,7 +316,7 @@ def test_lsp_refuses_to_listen_beyond_loopback(faults: Faults, host: str) -> Non
 
 
 def test_lsp_listens_on_loopback(faults: Faults) -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "poimen_memory.cli", "lsp", "--tcp", f"127.0.0.1:{port}"],
         env=faults.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
