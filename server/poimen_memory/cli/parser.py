@@ -59,7 +59,22 @@ def _command(
     return p
 
 
-def _hook_change(
+_MCP_INSTALL_EXAMPLES = [
+    "mem mcp install claude-code",
+    "mem mcp install claude-code --scope user --dry-run",
+    "mem mcp install claude-code --repo ~/app --project app",
+]
+_HOOKS_INSTALL_EXAMPLES = [
+    "mem hooks install claude-code",
+    "mem hooks install claude-code --scope user",
+    "mem hooks install claude-code --project app --dry-run",
+]
+_SERVED_TREE = (
+    "the work tree the server answers for (default: the current one; none for --scope user)"
+)
+
+
+def _agent_change(
     p: argparse.ArgumentParser,
     agent_help: str,
     scope_help: str,
@@ -204,19 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     mcp_actions = p.add_subparsers(dest="mcp_command", metavar="ACTION", parser_class=_Parser)
     mcp_actions.required = False  # `mem mcp` alone serves
     # -- mcp install --
-    p = _command(
-        mcp_actions, "install", "add the MCP server to Claude Code's configuration",
-        hk.mcp_install,
-        ["mem mcp install claude-code", "mem mcp install claude-code --scope user --dry-run",
-         "mem mcp install claude-code --repo ~/app --project app"],
-        project=True,
-    )  # fmt: skip
-    _hook_change(
-        p, "the agent to configure",
+    _agent_change(
+        _command(mcp_actions, "install", "add the MCP server to Claude Code's configuration",
+                 hk.mcp_install, _MCP_INSTALL_EXAMPLES, project=True),
+        "the agent to configure",
         "project: .mcp.json at the work tree root (default); user: ~/.claude.json",
-        repo_dest="install_repo",
-        repo_help="the work tree the server answers for (default: the current one; none for "
-        "--scope user)",
+        repo_dest="install_repo", repo_help=_SERVED_TREE,
     )  # fmt: skip
     # -- hooks commands --
     p = _command(
@@ -226,21 +234,17 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     hook_actions = p.add_subparsers(dest="hooks_command", metavar="ACTION", parser_class=_Parser)
     scope_help = "project: .claude/settings.json in the work tree (default); user: ~/.claude/"
-    p = _command(
-        hook_actions, "install", "make Claude Code ingest each session when it stops or ends",
-        hk.hooks_install,
-        ["mem hooks install claude-code", "mem hooks install claude-code --scope user",
-         "mem hooks install claude-code --project app --dry-run"],
-        project=True,
-    )  # fmt: skip
-    _hook_change(p, "the agent to hook into", scope_help)
+    install = "make Claude Code ingest each session when it stops or ends"
+    p = _command(hook_actions, "install", install, hk.hooks_install, _HOOKS_INSTALL_EXAMPLES,
+                 project=True)  # fmt: skip
+    _agent_change(p, "the agent to hook into", scope_help)
     p = _command(
         hook_actions, "uninstall", "remove exactly the hook `mem hooks install` added",
         hk.hooks_uninstall,
         ["mem hooks uninstall claude-code", "mem hooks uninstall claude-code --scope user"],
         dsn=False,
     )  # fmt: skip
-    _hook_change(p, "the agent to unhook", scope_help)
+    _agent_change(p, "the agent to unhook", scope_help)
     p = _command(
         hook_actions, "run",
         "what the hook runs: ingest the transcript named by the JSON on stdin (exits 0, "
