@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, Field
 
 from poimen_memory.domain import MemoryNode
 
@@ -12,6 +15,7 @@ __all__ = [
     "BadRecord",
     "Draft",
     "IngestError",
+    "IngestResponse",
     "LinesAtCommit",
     "LinesAtHead",
     "Parsed",
@@ -19,6 +23,7 @@ __all__ = [
     "TextAtHead",
     "TraceRange",
     "WholeFile",
+    "WrittenOut",
 ]
 
 
@@ -122,3 +127,33 @@ class Parsed:
     bad: list[BadRecord] = field(default_factory=list)
     incomplete: list[SourceRef] = field(default_factory=list)  # a torn last line, skipped
     noop_edits: int = 0  # edits that changed nothing: not anchored, and not looked for
+
+
+class WrittenOut(BaseModel):
+    """What an ingest added to the store (the rest was there already)."""
+
+    nodes: Annotated[int, Field(description="New nodes.")]
+    edges: Annotated[int, Field(description="New edges.")]
+    anchors: Annotated[int, Field(description="New anchors.")]
+    commits: Annotated[int, Field(description="New commits.")]
+
+
+class IngestResponse(BaseModel):
+    """What ``mem ingest`` read and wrote (``--json``)."""
+
+    repo: Annotated[str, Field(description="The repository's identity.")]
+    files: Annotated[int, Field(description="Files read.")]
+    nodes: Annotated[dict[str, int], Field(description="Nodes read, by level.")]
+    edges: Annotated[int, Field(description="Edges read.")]
+    anchors: Annotated[int, Field(description="Anchors placed.")]
+    unanchored_edits: Annotated[
+        int, Field(description="Edits and trace ranges not placed with certainty.")
+    ]
+    noop_edits: Annotated[int, Field(description="Edits that changed nothing.")]
+    written: Annotated[WrittenOut, Field(description="What was new to the store.")]
+    skipped: Annotated[list[str], Field(description="Records skipped, and why.")]
+    batches: Annotated[int, Field(description="Transactions written.")]
+    redacted: Annotated[dict[str, int], Field(description="Secrets redacted, by kind.")]
+    incomplete_last_lines: Annotated[
+        list[str], Field(description="Files whose last line was incomplete (skipped).")
+    ]

@@ -35,7 +35,15 @@ from poimen_memory.ingest.agent_trace import looks_like_agent_trace, parse_agent
 from poimen_memory.ingest.claude_code import looks_like_claude_code, parse_claude_code
 from poimen_memory.ingest.enrich import enrich
 from poimen_memory.ingest.jsonl import iter_json_lines, parse_jsonl, read_json_document
-from poimen_memory.ingest.model import BadRecord, Draft, IngestError, Parsed, SourceRef
+from poimen_memory.ingest.model import (
+    BadRecord,
+    Draft,
+    IngestError,
+    IngestResponse,
+    Parsed,
+    SourceRef,
+    WrittenOut,
+)
 from poimen_memory.ingest.redact import Redactor
 from poimen_memory.settings import Settings
 from poimen_memory.store import NOTIFY_CHANNEL, Batch, InsertCounts, Store
@@ -118,27 +126,27 @@ class IngestSummary:
     redacted: dict[str, int] = field(default_factory=dict)
     incomplete_last_lines: list[SourceRef] = field(default_factory=list)
 
+    def response(self) -> IngestResponse:
+        """The summary as ``mem ingest --json`` prints it."""
+        w = self.written
+        return IngestResponse(
+            repo=self.repo.value,
+            files=self.files,
+            nodes=self.nodes_by_level,
+            edges=self.edges,
+            anchors=self.anchors,
+            unanchored_edits=self.unanchored_edits,
+            noop_edits=self.noop_edits,
+            written=WrittenOut(nodes=w.nodes, edges=w.edges, anchors=w.anchors, commits=w.commits),
+            skipped=[str(b) for b in self.skipped],
+            batches=self.batches,
+            redacted=self.redacted,
+            incomplete_last_lines=[str(s) for s in self.incomplete_last_lines],
+        )
+
     def to_json(self) -> dict[str, object]:
-        """The summary as printed by ``mem ingest --json``."""
-        return {
-            "repo": self.repo.value,
-            "files": self.files,
-            "nodes": self.nodes_by_level,
-            "edges": self.edges,
-            "anchors": self.anchors,
-            "unanchored_edits": self.unanchored_edits,
-            "noop_edits": self.noop_edits,
-            "written": {
-                "nodes": self.written.nodes,
-                "edges": self.written.edges,
-                "anchors": self.written.anchors,
-                "commits": self.written.commits,
-            },
-            "skipped": [str(b) for b in self.skipped],
-            "batches": self.batches,
-            "redacted": self.redacted,
-            "incomplete_last_lines": [str(s) for s in self.incomplete_last_lines],
-        }
+        """The summary's JSON (``response()``'s)."""
+        return self.response().model_dump(mode="json")
 
 
 def expand_paths(paths: Iterable[Path]) -> list[Path]:
