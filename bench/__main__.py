@@ -391,7 +391,7 @@ class Bench:
             for line, params in lines:
                 cases[f"by_git {line}"] = (
                     lambda line=line: service.by_git(
-                        ByGitRequest.from_json({"file": BIG, "line": line}, project)
+                        ByGitRequest.from_json({"file": BIG, "line": line, "project": PROJECT})
                     ),
                     lambda params=params: by_line(params),
                 )
@@ -399,7 +399,7 @@ class Bench:
                 params = {"project": PROJECT, "prefix": prefix, "limit": limit}
                 cases[f"by_commit {prefix}"] = (
                     lambda prefix=prefix: service.by_commit(
-                        ByCommitRequest.from_json({"commit_sha": prefix}, project)
+                        ByCommitRequest.from_json({"commit_sha": prefix, "project": PROJECT})
                     ),
                     lambda params=params: by_commit(params),
                 )
@@ -407,7 +407,9 @@ class Bench:
                 params = {"project": PROJECT, "repo": REPO_ID, "authors": [email], "limit": limit}
                 cases[f"by_author {email}"] = (
                     lambda email=email: service.by_author(
-                        ByAuthorRequest.from_json({"author": email, "repo": REPO_ID}, project)
+                        ByAuthorRequest.from_json(
+                            {"author": email, "repo": REPO_ID, "project": PROJECT}
+                        )
                     ),
                     lambda params=params: by_author(params),
                 )
@@ -471,7 +473,7 @@ class Bench:
                 lambda r: True,
             )
             search = QueryRequest.from_json(
-                {"query": "kalomi", "git_repo": REPO_ID, "limit": 20}, project
+                {"query": "kalomi", "git_repo": REPO_ID, "limit": 20, "project": PROJECT}
             )
             assert service.query(search).memories, "query found nothing"
             times = []
