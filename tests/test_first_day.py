@@ -34,7 +34,11 @@ from .gitrepo import FixtureRepo, kong_repo
 from .tcpproxy import TcpProxy
 
 MEM = [sys.executable, "-m", "poimen_memory.cli"]
-NO_PROJECT = "--project: required (or set POIMEN_PROJECT, or project in the config)"
+# Outside any work tree, with no project set: nothing decides it (the one project rule).
+NO_PROJECT = (
+    "project: required: no project is set (POIMEN_PROJECT, --project, the config file) and no "
+    "single repository to derive it from"
+)
 
 
 def _env(root: Path, **extra: str) -> dict[str, str]:
@@ -422,6 +426,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
             proc = subprocess.Popen(
                 [*MEM, "http", "--port", str(port), *args],
                 env=env,
+                cwd=tmp_path,  # not a work tree: the server serves only what it is given
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
@@ -512,7 +517,7 @@ def test_http_on_a_new_store_answers_503_until_it_is_migrated(
     unnamed = served.query(query="buffer")
     assert unnamed.status_code == 422, unnamed.text
     assert unnamed.json() == {
-        "error": "project: required: name it, or start mem http with --project or POIMEN_PROJECT",
+        "error": NO_PROJECT,
         "field": "project",
     }
     assert mem("db", "migrate", env=env).returncode == 0
@@ -633,9 +638,12 @@ def test_a_lookup_without_a_project_says_how_to_give_one(
     env = _env(tmp_path, POIMEN_DSN=store_dsn)
     for args in (
         ["query", "buffer"],
-        ["by-commit", "abcdef1", "--repo-id", "github.com/org/poimen"],
+        ["by-commit", "abcdef1"],
         ["by-author", "alice@example.org"],
     ):
-        done = mem(*args, env=env)
+        done = mem(*args, env=env, cwd=tmp_path)
         assert done.returncode == 2, (args, done.stderr)
         assert one_error_line(done) == NO_PROJECT, args
+    # A repository named decides it: its memories are looked for in the project it derives.
+    named = mem("by-commit", "abcdef1", "--repo-id", "github.com/org/poimen", env=env, cwd=tmp_path)
+    assert "project 'poimen' has no memories in it" in one_error_line(named)

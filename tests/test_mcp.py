@@ -41,7 +41,7 @@ from poimen_memory.lookup import (
     build_service,
 )
 from poimen_memory.mcpserver import MemoryTools, create_server
-from poimen_memory.operations import Services
+from poimen_memory.operations import OPERATIONS, Services
 from poimen_memory.store import Store
 
 from .gitrepo import FixtureRepo, kong_repo
@@ -154,27 +154,29 @@ async def test_tools_are_listed_with_the_request_models_schemas(world: World, mo
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert client.instructions is not None
         assert "(commit abc1234)" in client.instructions
-    assert list(tools) == ["why", "by_git", "by_commit", "by_author", "query", "remember"]
+    assert list(tools) == [op.mcp_tool for op in OPERATIONS]
+    assert list(tools)[:6] == ["why", "by_git", "by_commit", "by_author", "query", "remember"]
     for name, model in REQUESTS.items():
         assert tools[name].input_schema == model.model_json_schema(), name
     by_git = ByGitRequest.model_json_schema()
     why = tools["why"].input_schema
     assert set(why["properties"]) == {"project", "file", "line", "lines", "repo", "history"}
-    for field, schema in why["properties"].items():
-        assert schema == by_git["properties"][field], field
+    for field in ("project", "file", "repo", "lines"):
+        assert why["properties"][field] == by_git["properties"][field], field
     assert why["required"] == ["file"]
     assert tools["by_git"].input_schema["required"] == ["file"]
     assert tools["by_commit"].input_schema["required"] == ["commit_sha"]
     assert tools["by_author"].input_schema["required"] == ["author"]
     assert tools["query"].input_schema["required"] == ["query"]
     assert set(tools["remember"].input_schema["required"]) == {"text", "file"}
-    for name, tool in tools.items():
-        output = RememberResponse if name == "remember" else LookupResponse
-        assert tool.output_schema == output.model_json_schema(), name
+    for op in OPERATIONS:
+        tool = tools[op.mcp_tool]
+        assert tool.output_schema == op.response.model_json_schema(), op.name
         assert tool.description is not None
-        assert "file:line (commit abc1234)" in tool.description, name
+        if op.response in (LookupResponse, RememberResponse):
+            assert "file:line (commit abc1234)" in tool.description, op.name
         assert tool.annotations is not None
-        assert tool.annotations.read_only_hint is (name != "remember"), name
+        assert tool.annotations.read_only_hint is (not op.writes), op.name
 
 
 # -- the tools on a real repository -----------------------------------------------------------
@@ -269,7 +271,7 @@ async def test_a_store_that_does_not_answer_is_a_tool_error(world: World) -> Non
         port = s.getsockname()[1]
     down = f"postgresql://nobody@127.0.0.1:{port}/none?connect_timeout=2"
     async with stdio(world, *world.serve_args(dsn=down)) as client:
-        assert len((await client.list_tools()).tools) == 6  # starts without the store
+        assert len((await client.list_tools()).tools) == len(OPERATIONS)  # starts without it
         message = await refused(client, "why", {"file": "src/kong/buffer.rs", "line": 42})
         assert message.startswith("memory store unreachable: ")
         assert str(port) in message
@@ -295,7 +297,7 @@ async def test_an_unexpected_failure_is_logged_not_shown(
         assert message == "internal error: RuntimeError"
         query = await call(client, "query", {"query": "streams", "git_repo": REPO})
         assert cites(query) == ["src/kong/handler.rs:10"]
-    [record] = [r for r in caplog.records if r.name == "poimen_memory.mcpserver"]
+    [record] = [r for r in caplog.records if r.name == "poimen_memory.mcpserver" and r.exc_info]
     assert record.exc_info is not None
     assert "a detail the client must not see" in str(record.exc_info[1])
 

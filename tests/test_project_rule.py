@@ -313,7 +313,7 @@ def _names_the_project(value: Any) -> bool:
         return any(_names_the_project(item) for item in value)
     if not isinstance(value, dict):
         return False
-    names = {value.get(key) for key in ("project", "name", "value", "id")}
+    names = {v for k in ("project", "name", "value", "id") if isinstance(v := value.get(k), str)}
     source = value.get("source", value.get("project_source"))
     if "widgets" in names and isinstance(source, str) and source.startswith("repository"):
         return True

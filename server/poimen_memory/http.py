@@ -32,6 +32,7 @@ import asyncio
 import hmac
 import inspect
 import ipaddress
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any, Literal
 
@@ -62,6 +63,8 @@ __all__ = [
     "is_loopback",
     "served_hosts",
 ]
+
+log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024
 READ_TIMEOUT_S = 5.0
@@ -262,7 +265,7 @@ STATUS: dict[ErrorKind, int] = {
 
 
 def _failed(exc: BaseException) -> JSONResponse:
-    failure = classify(exc)
+    failure = classify(exc, logger=log)
     return _error(STATUS[failure.kind], failure.public, failure.field)
 
 

@@ -128,13 +128,14 @@ class MemoryTools:
             )
         try:
             given = {} if arguments is None else arguments
+            _only_its_arguments(op, given)
             if "file" in op.request.model_fields:
                 given = self._locate(given)
             req = op.request.parse(given)
             out = op.run(self.services, req)
             answer = op.answer(out)
         except Exception as exc:
-            failure = classify(exc)
+            failure = classify(exc, logger=log)
             return _failed(_failed_text(failure.kind, failure.message, failure.public))
         return _answer(op.text(req, out), answer.model_dump(mode="json"))
 
@@ -152,6 +153,15 @@ class MemoryTools:
             )
         identity, _, rel = self.service.checkouts.locate(path)
         return {**arguments, "file": rel, "repo": identity.value}
+
+
+def _only_its_arguments(op: Operation[Any, Any, Any], arguments: Mapping[str, Any]) -> None:
+    """A tool takes the arguments its schema lists: another is a mistake worth naming (a
+    model that sends it believes it does something)."""
+    for name in arguments:
+        if name not in op.request.model_fields:
+            takes = ", ".join(op.request.model_fields)
+            raise LookupInputError(name, f"not an argument of {op.mcp_tool} (it takes {takes})")
 
 
 def _answer(text: str, structured: dict[str, Any]) -> types.CallToolResult:

@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
     except Exception as exc:
-        failure = classify(exc, log_internal=False)
+        failure = classify(exc, logger=None)
         internal = failure.kind is ErrorKind.INTERNAL
         return _fail(failure.public if internal else failure.message, EXIT_STATUS[failure.kind])
 

@@ -12,7 +12,7 @@ its own heading in the README.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -127,8 +127,22 @@ def _key_of(loc: tuple[int | str, ...]) -> str:
 
 
 def _validated(tree: Mapping[str, Any]) -> Settings:
-    # Strict: a setting's JSON type is part of it ("400" is not a number, 1 is not true).
-    return Settings.model_validate(tree, strict=True)
+    return Settings.model_validate(tree)
+
+
+_JSON_TYPES: Final[Mapping[str, Callable[[object], bool]]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+
+
+def _of_its_type(value: object, schema: Mapping[str, Any]) -> bool:
+    """Whether ``value`` has a JSON type the key's schema allows: a setting's type is part of
+    it ("400" is not a number, 1 is not true), whatever the model would convert."""
+    options = schema.get("anyOf", [schema])
+    return any(_JSON_TYPES[o["type"]](value) for o in options if o.get("type") in _JSON_TYPES)
 
 
 def _invalid_keys(tree: Mapping[str, Any]) -> set[str]:
@@ -154,7 +168,11 @@ def parse_config(raw: object, base: Settings | None = None) -> tuple[Settings, l
     for key, value in given.items():
         if key in SETTINGS:
             _put(tree, SETTINGS[key].path, value)
-    bad = _invalid_keys(tree)
+    bad = _invalid_keys(tree) | {
+        key
+        for key, value in given.items()
+        if key in SETTINGS and not _of_its_type(value, SETTINGS[key].schema)
+    }
     for key, value in given.items():
         if key in SETTINGS:
             if key in bad:

@@ -60,7 +60,7 @@ async def _answer(ls: PoimenServer, run: Callable[[], A]) -> A:
     try:
         result = await ls.run_blocking(run)
     except Exception as exc:
-        failure = classify(exc)
+        failure = classify(exc, logger=log)
         if isinstance(exc, StoreUnavailable):
             ls.store_failed(exc)
         message = failure.message

@@ -67,15 +67,15 @@ def _field(exc: BaseException, kind: ErrorKind) -> str | None:
     return None
 
 
-def classify(exc: BaseException, *, log_internal: bool = True) -> Failure:
-    """The failure ``exc`` is. An internal one (a bug) is logged with its stack (for servers,
-    whose log is where bugs are found; ``log_internal=False`` for a command that says it in
-    one line)."""
+def classify(exc: BaseException, *, logger: logging.Logger | None = log) -> Failure:
+    """The failure ``exc`` is. An internal one (a bug) is logged with its stack on ``logger``
+    (a server's, whose log is where bugs are found; None for a command that says it in one
+    line)."""
     kind = _kind(exc)
     message = " ".join(str(exc).split())
     if kind is ErrorKind.INTERNAL:
-        if log_internal:
-            log.error("internal error: %s", type(exc).__name__, exc_info=exc)
+        if logger is not None:
+            logger.error("internal error: %s", type(exc).__name__, exc_info=exc)
         public = f"internal error: {type(exc).__name__}"
         return Failure(kind, public, public)
     if kind is ErrorKind.UNAVAILABLE:
