@@ -120,8 +120,8 @@ def add_operations(
         for name in op.request.model_fields:
             if name not in _NOT_OPTIONS and name not in positional:
                 _add_field(p, op, name)
-        if "repo" in op.request.model_fields or op.name == "resolve_pending":
-            many = op.name == "resolve_pending"
+        if "repo" in op.request.model_fields or spec.many_trees:
+            many = spec.many_trees
             p.add_argument(
                 "--repo",
                 action="append" if many else "store",
@@ -151,12 +151,13 @@ def _runner(op: Operation[Any, Any, Any]) -> Callable[[argparse.Namespace], int]
 
 @contextlib.contextmanager
 def _services(op: Operation[Any, Any, Any], args: argparse.Namespace) -> Iterator[Services]:
-    # --repo-id names the identity of the work tree a file is in; else the lookup's scope.
-    names_tree = "file" in op.request.model_fields or op.name == "resolve_pending"
-    settings = settings_of(args, identity=names_tree)
     spec = op.cli
     assert spec is not None
-    needs_store = op.name != "blame" or (settings.dsn is not None and settings.blame.shared_cache)
+    # --repo-id names the identity of the work tree a file is in; else the lookup's scope.
+    names_tree = "file" in op.request.model_fields or spec.many_trees
+    settings = settings_of(args, identity=names_tree)
+    configured = settings.dsn is not None and settings.blame.shared_cache
+    needs_store = not spec.store_optional or configured
     if needs_store:
         dsn, _ = store_target(settings, migrate_embedded=not spec.admin)
     else:
@@ -167,7 +168,7 @@ def _services(op: Operation[Any, Any, Any], args: argparse.Namespace) -> Iterato
             store,
             settings,
             trees,
-            shared_blames=needs_store and op.name != "resolve_pending",
+            shared_blames=needs_store and spec.shares_blames,
         )
         yield services
         services.service.checkouts.flush()

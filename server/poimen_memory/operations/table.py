@@ -89,13 +89,20 @@ class HttpRoute:
 @dataclass(frozen=True, slots=True)
 class CliSpec:
     """How an operation is a ``mem`` subcommand: its words (``("db", "status")``), its
-    positional argument (metavar, help: how ``mem`` reads it is the CLI's), examples, and
-    whether its store is left unmigrated (``db`` commands report the schema as it is)."""
+    positional arguments (field or ``location``, metavar), examples; whether it is about the
+    store itself (``admin``: the schema is reported as it is, no work tree is read), whether
+    it needs a store only when one is configured (``store_optional``: a blame shares through
+    a team's store, and the embedded one is not started for it), and whether its blames are
+    shared through the store (``shares_blames``); ``many_trees``: it answers for every work
+    tree given (``--repo`` repeated), not one."""
 
     words: tuple[str, ...]
     positional: tuple[tuple[str, str], ...] = ()
     examples: tuple[str, ...] = ()
     admin: bool = False
+    store_optional: bool = False
+    shares_blames: bool = True
+    many_trees: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +402,7 @@ OPERATIONS: Final[tuple[Operation[Any, Any, Any], ...]] = (
                 "mem blame src/app.py --at v1.2 --json",
                 "mem blame src/app.py --verify",
             ),
+            store_optional=True,
         ),
         exit_status=_verified,
     ),
@@ -435,6 +443,8 @@ OPERATIONS: Final[tuple[Operation[Any, Any, Any], ...]] = (
             ("db", "resolve-pending"),
             (),
             ("mem db resolve-pending", "mem db resolve-pending --repo ~/app --json"),
+            shares_blames=False,
+            many_trees=True,
         ),
     ),
 )
