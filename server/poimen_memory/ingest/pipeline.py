@@ -128,20 +128,16 @@ class IngestSummary:
 
     def response(self) -> IngestResponse:
         """The summary as ``mem ingest --json`` prints it."""
-        w = self.written
+        counts = ("files", "edges", "anchors", "unanchored_edits", "noop_edits", "batches")
+        written = {k: getattr(self.written, k) for k in WrittenOut.model_fields}
         return IngestResponse(
             repo=self.repo.value,
-            files=self.files,
             nodes=self.nodes_by_level,
-            edges=self.edges,
-            anchors=self.anchors,
-            unanchored_edits=self.unanchored_edits,
-            noop_edits=self.noop_edits,
-            written=WrittenOut(nodes=w.nodes, edges=w.edges, anchors=w.anchors, commits=w.commits),
+            written=WrittenOut(**written),
             skipped=[str(b) for b in self.skipped],
-            batches=self.batches,
             redacted=self.redacted,
             incomplete_last_lines=[str(s) for s in self.incomplete_last_lines],
+            **{k: getattr(self, k) for k in counts},
         )
 
     def to_json(self) -> dict[str, object]:
