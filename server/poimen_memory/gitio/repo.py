@@ -80,9 +80,10 @@ def _repository_at(path: str | os.PathLike[str], runner: GitRunner) -> git.Repo:
     from poimen_memory.gitio.gitpython import open_repository
 
     runner.require()  # GitPython finds repositories without git: say now if it is missing
-    start = Path(path).expanduser()
     try:
-        start = start.resolve()
+        start = Path(path).expanduser().resolve()
+    except RuntimeError:  # ~name of a user this machine does not know
+        raise NotARepository(f"{path}: no such user's home directory") from None
     except OSError as exc:
         raise NotARepository(f"{path}: {exc.strerror}") from None
     probe = start if start.is_dir() else start.parent

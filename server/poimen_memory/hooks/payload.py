@@ -45,6 +45,15 @@ def _text(body: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _expanded(field: str, value: str) -> Path:
+    """``value`` as a path, ``~`` expanded; HookInputError naming ``field`` for an unknown
+    user's ``~name``."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        raise HookInputError(f"{field}: no such user's home in {value!r}") from None
+
+
 def parse_payload(raw: bytes | str) -> HookPayload:
     """The hook's payload; HookInputError saying what is wrong with it."""
     if not raw.strip():
@@ -63,13 +72,13 @@ def parse_payload(raw: bytes | str) -> HookPayload:
     transcript = _text(body, "transcript_path")
     if not transcript:
         raise HookInputError("payload has no transcript_path")
-    path = Path(transcript).expanduser()
+    path = _expanded("transcript_path", transcript)
     if not path.is_file():
         raise HookInputError(f"transcript_path: no such file {path}")
     cwd = _text(body, "cwd") or os.getcwd()
     return HookPayload(
         transcript=path.absolute(),
-        cwd=Path(cwd).expanduser().absolute(),
+        cwd=_expanded("cwd", cwd).absolute(),
         event=_text(body, "hook_event_name") or "?",
         session=_text(body, "session_id"),
         reason=_text(body, "reason"),

@@ -87,7 +87,10 @@ class Checkouts:
     def locate(self, path: str | Path) -> tuple[RepoId, Blamer, str]:
         """(identity, blamer, path in the tree) for a file path; NotInRepository outside a
         tree."""
-        absolute = Path(path).expanduser().absolute()
+        try:
+            absolute = Path(path).expanduser().absolute()
+        except RuntimeError:  # ~name of a user this machine does not know
+            raise NotInRepository("file", f"{str(path)!r}: no such user's home") from None
         with self._lock:
             known = [
                 entry for root, entry in self._by_root.items() if absolute.is_relative_to(root)
@@ -108,7 +111,10 @@ class Checkouts:
     def work_tree(self, path: WorkTreePath, field_name: str = "repo") -> RepoId:
         """The identity of the known work tree ``path`` is in (its root or any directory
         below); LookupInputError naming ``field_name`` and the known work trees otherwise."""
-        given = Path(path.value).expanduser()
+        try:
+            given = Path(path.value).expanduser()
+        except RuntimeError:  # ~name of a user this machine does not know
+            raise LookupInputError(field_name, f"{path.value!r}: no such user's home") from None
         candidates = {given.absolute()}
         with contextlib.suppress(OSError, RuntimeError, ValueError):
             candidates.add(given.resolve())
