@@ -148,8 +148,6 @@ def _bounds(metadata: Iterable[object]) -> str:
 
 
 def _show_default(field: Any) -> str:
-    from pydantic_core import PydanticUndefined
-
     if field.default_factory is not None:
         value = field.default_factory()
         if isinstance(value, os.PathLike):
@@ -157,7 +155,7 @@ def _show_default(field: Any) -> str:
             shown = str(value).replace(home, "~", 1) if str(value).startswith(home) else value
             return f"{_code(shown)} (depends on the platform)"
         return _code(_json_like(value))
-    if field.default is PydanticUndefined:
+    if field.is_required():
         return "required"
     return _code(_json_like(field.default))
 
