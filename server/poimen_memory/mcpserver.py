@@ -67,6 +67,11 @@ person's work. After learning something about specific lines that a later sessio
 know, call `remember` with the evidence and the lines. {CITE}"""
 
 _TOOLS: dict[str, Operation[Any, Any, Any]] = {op.mcp_tool: op for op in OPERATIONS}
+# Each tool's input and output schemas, made once (the SDK asks for them on every call).
+_SCHEMAS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    op.mcp_tool: (op.request.model_json_schema(), op.response.model_json_schema())
+    for op in OPERATIONS
+}
 
 
 def _failed_text(kind: ErrorKind, failure_message: str, public: str) -> str:
@@ -101,8 +106,8 @@ class MemoryTools:
                 name=op.mcp_tool,
                 title=op.title,
                 description=op.description,
-                input_schema=op.request.model_json_schema(),
-                output_schema=op.response.model_json_schema(),
+                input_schema=_SCHEMAS[op.mcp_tool][0],
+                output_schema=_SCHEMAS[op.mcp_tool][1],
                 annotations=types.ToolAnnotations(
                     title=op.title,
                     read_only_hint=not op.writes,
@@ -116,8 +121,8 @@ class MemoryTools:
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """Tool ``name``'s input schema (None: no such tool), for the SDK's header checks."""
-        op = _TOOLS.get(name)
-        return None if op is None else op.request.model_json_schema()
+        schemas = _SCHEMAS.get(name)
+        return None if schemas is None else schemas[0]
 
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
         """Run tool ``name`` (blocking: git and the store); errors come back as tool errors."""

@@ -76,9 +76,10 @@ def _option(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _add_field(p: argparse.ArgumentParser, op: Operation[Any, Any, Any], name: str) -> None:
+def _add_field(
+    p: argparse.ArgumentParser, op: Operation[Any, Any, Any], name: str, prop: dict[str, Any]
+) -> None:
     info: FieldInfo = op.request.model_fields[name]
-    prop = op.request.model_json_schema()["properties"][name]
     flags = [_option(name), *([_ALIASES[(op.name, name)]] if (op.name, name) in _ALIASES else [])]
     help_text = info.description or name
     kinds = {k.get("type") for k in prop.get("anyOf", prop.get("oneOf", [prop]))}
@@ -117,9 +118,10 @@ def add_operations(
             field = op.request.model_fields.get(name)
             help_text = field.description if field is not None else "a file, a line or a range"
             p.add_argument(name, metavar=metavar, help=help_text)
+        properties = op.request.model_json_schema()["properties"]
         for name in op.request.model_fields:
             if name not in _NOT_OPTIONS and name not in positional:
-                _add_field(p, op, name)
+                _add_field(p, op, name, properties[name])
         if "repo" in op.request.model_fields or spec.many_trees:
             many = spec.many_trees
             p.add_argument(

@@ -88,7 +88,10 @@ class LocatedLookups:
             if at is None:
                 self._core.settle_pending(project, repo_id, blamer, req.file, blamer.repo.head())
             if req.line_start == req.line_end and req.line_start > 0:
-                origin = blamer.origin(req.file, req.line_start, at)
+                try:
+                    origin = blamer.origin(req.file, req.line_start, at)
+                except UnsafeArgument:  # git's word for a line past the end, as a cache's None
+                    origin = None
                 if origin is None:
                     raise LookupInputError(
                         "line", f"{req.line_start} is beyond the end of {req.file}"
