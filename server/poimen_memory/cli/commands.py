@@ -18,7 +18,7 @@ from typing import Any
 
 from poimen_memory import __version__
 from poimen_memory.cli.errors import Terminated, UsageError
-from poimen_memory.cli.operations import settings_of, store_target, work_trees
+from poimen_memory.cli.operations import settings_of, work_trees
 from poimen_memory.domain import ProjectId
 from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.ingest import Format, IngestOptions, IngestRejected, IngestSummary
@@ -33,18 +33,15 @@ from poimen_memory.wiring import (
     grants_for,
     migrate_store,
     postgres_version,
+    store_target,
 )
 
 EXIT_BAD_INPUT = 2
 
 
-_settings = settings_of
-_target = store_target
-
-
 def db_migrate(args: argparse.Namespace) -> int:
     """Apply pending schema migrations."""
-    dsn, _ = _target(_settings(args), migrate_embedded=False)
+    dsn, _ = store_target(settings_of(args), migrate_embedded=False)
     applied = migrate_store(dsn)
     if args.json:
         print(json.dumps({"applied": applied}))
@@ -55,7 +52,7 @@ def db_migrate(args: argparse.Namespace) -> int:
 
 def db_grant_readonly(args: argparse.Namespace) -> int:
     """Print (or apply) the GRANTs for a read-only role."""
-    dsn, _ = _target(_settings(args), migrate_embedded=False)
+    dsn, _ = store_target(settings_of(args), migrate_embedded=False)
     statements = grants_for(dsn, args.role, apply=args.apply)
     for statement in statements:
         print(f"{statement};")
@@ -80,7 +77,7 @@ def _project(settings: Settings, repo_dir: str) -> ProjectId:
 
 def ingest(args: argparse.Namespace) -> int:
     """Ingest transcripts into the store."""
-    settings = _settings(args)
+    settings = settings_of(args)
     project = _project(settings, args.repo)
     options = IngestOptions(
         project=project,
@@ -93,7 +90,7 @@ def ingest(args: argparse.Namespace) -> int:
         redact=not args.no_redact,
         cache_path=settings.blame_cache_path,
     )
-    dsn, _ = _target(settings)
+    dsn, _ = store_target(settings)
     with Store(dsn, max_size=1) as store, _progress(args) as on_progress:
         try:
             summary = run_ingest([Path(p) for p in args.paths], store, options, on_progress)
@@ -185,7 +182,7 @@ def http(args: argparse.Namespace) -> int:
         raise UsageError(f"{where}: limits a token, but no --token or POIMEN_HTTP_TOKEN is set")
     if not 0 < args.port < 65536:
         raise UsageError(f"--port: expected 1 to 65535, got {args.port}")
-    dsn, source = _target(settings)
+    dsn, source = store_target(settings)
     # A store that is down (or not migrated) at start is no reason not to serve: requests
     # answer 503 until it is back, and /health says which.
     with Store(dsn, lazy=True) as store:
@@ -253,14 +250,14 @@ def demo(args: argparse.Namespace) -> int:
     """Build a sample repository with memories and show a hover."""
     from poimen_memory.demo import DEMO_HEAD, DemoRefused, demo_state, run_demo
 
-    settings = _settings(args)
+    settings = settings_of(args)
     # The default place is named after the demo's commit: a demo built by another version
     # (or none) is left where it is, never refused or replaced.
     default = settings.data_dir / "demo" / f"kong-{DEMO_HEAD[:7]}"
     root = (Path(args.dir) if args.dir else default).absolute()
     try:
         demo_state(root)  # before anything starts: a directory that is refused
-        dsn, source = _target(settings)
+        dsn, source = store_target(settings)
         result = run_demo(dsn, root)
     except DemoRefused as refused:
         raise UsageError(f"--dir: {refused}") from None
@@ -305,7 +302,7 @@ def version(args: argparse.Namespace) -> int:
     them is missing: that is worth reporting too)."""
     git = git_version()
     try:
-        dsn, source = _target(_settings(args), migrate_embedded=False)
+        dsn, source = store_target(settings_of(args), migrate_embedded=False)
         postgres = f"{postgres_version(dsn)} ({describe_target(dsn)}, from {source})"
     except (StoreUnavailable, ConfigError) as exc:
         postgres = f"Postgres: {exc}"

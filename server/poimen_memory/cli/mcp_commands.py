@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from poimen_memory.cli.errors import UsageError
-from poimen_memory.cli.operations import settings_of, store_target, work_trees
+from poimen_memory.cli.operations import settings_of, work_trees
 from poimen_memory.operations import build_services
 from poimen_memory.settings import Settings, is_loopback
-from poimen_memory.wiring import Store
+from poimen_memory.wiring import Store, store_target
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp

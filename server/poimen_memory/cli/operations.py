@@ -29,7 +29,7 @@ from poimen_memory.operations import OPERATIONS, Operation, Services, build_serv
 from poimen_memory.settings import Settings, load_settings
 from poimen_memory.wiring import Store, store_target
 
-__all__ = ["add_operations", "settings_of", "store_target", "work_trees"]
+__all__ = ["add_operations", "settings_of", "work_trees"]
 
 # Request fields the CLI gives another way: the project is a setting (--project), a location
 # argument gives file, line and lines; repo is --repo DIR (a work tree) or --repo-id ID.
