@@ -89,6 +89,7 @@ def ingest(args: argparse.Namespace) -> int:
         batch_nodes=args.batch_nodes,
         redact=not args.no_redact,
         cache_path=settings.blame_cache_path,
+        pending_days=settings.pending_days,
     )
     dsn, _ = store_target(settings)
     with Store(dsn, max_size=1) as store, _progress(args) as on_progress:
@@ -133,6 +134,11 @@ def _print_summary(summary: IngestSummary, project: ProjectId) -> None:
         )
     if summary.noop_edits:
         print(f"  edits that changed nothing (no lines to anchor): {summary.noop_edits}")
+    if summary.pending_edits:
+        print(
+            "  edits not committed yet (placed once a commit holds their lines): "
+            f"{summary.pending_edits}"
+        )
     print(f"  skipped  {len(summary.skipped)}")
     if summary.redacted:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(summary.redacted.items()))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from poimen_memory.domain import CommitSha, is_commit_prefix
@@ -59,6 +59,8 @@ class Gathered:
     blame_at: Callable[[str, CommitSha], Blame]
     lines_at: Callable[[str, CommitSha], dict[int, BlameLine] | None]
     unlocated: int = 0
+    # Edits HEAD does not hold yet, in the order met: they wait for a commit.
+    waiting: list[TextAtHead] = field(default_factory=list)
 
     def commit(self, name: str, field_name: str = "commit") -> CommitSha:
         """The commit a request names; BadRequest naming it when it is malformed, ambiguous or
@@ -190,15 +192,22 @@ def _locate_edit(
     blame_of: Callable[[str], Blame],
     git: Gathered,
 ) -> list[Run]:
-    """Lines the edit produced, or nothing when they cannot be placed with certainty."""
+    """Lines the edit produced, or nothing when they cannot be placed with certainty. An
+    edit HEAD does not hold (the file or the text is not committed yet) waits for a commit."""
     needle = request.text.strip("\n")
-    if data is None or not needle.strip():
+    if not needle.strip():
         git.unlocated += 1
+        return []
+    if data is None:
+        git.waiting.append(request)
         return []
     text = data.decode("utf-8", "surrogateescape")
     first = text.find(needle)
-    if first < 0 or text.find(needle, first + 1) >= 0:
-        git.unlocated += 1  # gone since, or ambiguous: never guess
+    if first < 0:
+        git.waiting.append(request)
+        return []
+    if text.find(needle, first + 1) >= 0:
+        git.unlocated += 1  # ambiguous: never guess
         return []
     start = text.count("\n", 0, first) + 1
     end = start + needle.count("\n")

@@ -9,14 +9,25 @@ bad record, and so are the records of its query, which never join another query)
 * its records (prompt, assistant text, tool calls, tool results) become L0 chunks under the
   token budget, each anchored to the lines its Edit/Write/MultiEdit calls produced: the new
   text located once in the file at HEAD, kept where blame says it was committed no earlier
-  than the edit. An edit that changed nothing produced no lines and is only counted
-  (``Parsed.noop_edits``): one whose old and new text are the same, one the tool refused
-  (its result is an error), and one whose result shows an empty patch;
+  than the edit. When HEAD does not hold them yet (the human commits later), the blocks of
+  lines the edit added wait for a commit as pending anchors. What a call wrote is read from
+  its result's ``structuredPatch`` when there is one (the file as written, a user's change in
+  the permission prompt included), else from its input. An edit that changed nothing produced
+  no lines and is only counted (``Parsed.noop_edits``): one whose old and new text are the
+  same, one the tool refused (its result is an error), and one whose result shows an empty
+  patch (a Write that creates a file has an empty patch too, and wrote every line);
+* a subagent's transcript (``<session>/subagents/agent-*.jsonl``, its entries marked
+  ``isSidechain`` with an ``agentId``) is read the same way, its task prompt as its query's
+  first record; its nodes join the query of the parent session's prompt that started it
+  (found in ``<session>.jsonl`` beside the ``subagents`` directory by the task's prompt);
+* ``NotebookEdit`` calls are kept as records but not anchored: a notebook stores a cell's
+  source as JSON strings, so the lines the agent wrote are not lines of the file;
 * the agent's final reply to it becomes an L1 node, with edges from the query's L0 chunks.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -44,6 +55,8 @@ from poimen_memory.ingest.model import BadRecord, Draft, Parsed, SourceRef, Text
 __all__ = ["looks_like_claude_code", "parse_claude_code"]
 
 _EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit"})
+# The tools that start a subagent (named Task, and Agent in later releases).
+_TASK_TOOLS = frozenset({"Task", "Agent"})
 _TOOL_TEXT_LIMIT = 4000  # keep tool output excerpts readable; the transcript keeps the rest
 
 
@@ -61,6 +74,7 @@ class _Edit:
     file: str
     text: str
     at: datetime
+    added: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(slots=True)
@@ -96,8 +110,21 @@ def _excerpt(text: str) -> str:
     return text[:_TOOL_TEXT_LIMIT] + f"\n… ({len(text) - _TOOL_TEXT_LIMIT} more characters)"
 
 
+def _is_subagent_task(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry is the task a subagent's transcript opens with: the parent's prompt
+    to it, the root of the subagent's conversation."""
+    return (
+        entry.get("type") == "user"
+        and entry.get("isSidechain") is True
+        and isinstance(entry.get("agentId"), str)
+        and entry.get("parentUuid") is None
+    )
+
+
 def _is_prompt(entry: Mapping[str, Any], blocks: list[Mapping[str, Any]]) -> bool:
-    if entry.get("isMeta") or entry.get("isSidechain") or entry.get("isCompactSummary"):
+    if entry.get("isMeta") or entry.get("isCompactSummary"):
+        return False
+    if entry.get("isSidechain"):
         return False
     texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
     if not texts or any(b.get("type") == "tool_result" for b in blocks):
@@ -105,6 +132,44 @@ def _is_prompt(entry: Mapping[str, Any], blocks: list[Mapping[str, Any]]) -> boo
     first = texts[0].lstrip()
     # Slash-command bookkeeping is not a question.
     return not first.startswith(("<command-", "<local-command-", "Caveat: The messages below"))
+
+
+def _prompt_text(blocks: list[Mapping[str, Any]]) -> str:
+    return "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
+
+
+def _parent_queries(path: Path) -> dict[str, QueryId]:
+    """For a subagent's transcript (``<session>/subagents/agent-*.jsonl``), the parent
+    session's queries by the prompts of the subagents they started (the ``prompt`` of a
+    ``Task``/``Agent`` call): the query a subagent's work belongs to. Empty when the path is
+    not laid out so, or the parent's transcript is not there."""
+    if path.parent.name != "subagents":
+        return {}
+    parent = path.parent.parent.with_name(path.parent.parent.name + ".jsonl")
+    if not parent.is_file():
+        return {}
+    found: dict[str, QueryId] = {}
+    current: QueryId | None = None
+    for _, entry in iter_json_lines(parent):
+        if not isinstance(entry, Mapping) or entry.get("type") not in ("user", "assistant"):
+            continue
+        message = entry.get("message")
+        blocks = _blocks(message.get("content")) if isinstance(message, Mapping) else []
+        if entry["type"] == "user" and _is_prompt(entry, blocks):
+            uuid = entry.get("uuid")
+            current = QueryId(uuid) if isinstance(uuid, str) and uuid.strip() else None
+            continue
+        for block in blocks:
+            tool_input = block.get("input")
+            if (
+                current is not None
+                and block.get("type") == "tool_use"
+                and block.get("name") in _TASK_TOOLS
+                and isinstance(tool_input, Mapping)
+                and isinstance(tool_input.get("prompt"), str)
+            ):
+                found.setdefault(tool_input["prompt"].strip(), current)
+    return found
 
 
 def _prompt_id(uuid: object, source: SourceRef, prompts: dict[str, SourceRef]) -> QueryId:
@@ -186,20 +251,66 @@ def _edits_of(
         pairs = [(None, tool_input.get("content"))]
     noop = sum(1 for old, new in pairs if isinstance(new, str) and old == new)
     edits = [
-        _Edit(file, new, at)
+        _Edit(file, new, at, _added(old if isinstance(old, str) else "", new))
         for old, new in pairs
         if isinstance(new, str) and new.strip() and old != new
     ]
     return edits, noop
 
 
+def _added(old: str, new: str) -> tuple[tuple[str, ...], ...]:
+    """The runs of lines of ``new`` that ``old`` does not have there (all of it, for a new
+    file's content)."""
+    before, after = old.split("\n") if old else [], new.strip("\n").split("\n")
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    return tuple(
+        tuple(after[j1:j2])
+        for tag, _, _, j1, j2 in matcher.get_opcodes()
+        if tag in ("insert", "replace") and j2 > j1
+    )
+
+
+def _patched(result: object, file: str, at: datetime) -> list[_Edit] | None:
+    """What a call wrote, from its result's ``structuredPatch`` (hunks of ``-``, ``+`` and
+    context lines): per hunk, its new side located as the edit, its ``+`` runs as the lines
+    added. None when the result has no usable patch."""
+    patch = result.get("structuredPatch") if isinstance(result, Mapping) else None
+    if not isinstance(patch, list) or not patch:
+        return None
+    edits = []
+    for hunk in patch:
+        lines = hunk.get("lines") if isinstance(hunk, Mapping) else None
+        if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+            return None
+        new_side = [x[1:] for x in lines if x[:1] in ("+", " ")]
+        added: list[list[str]] = []
+        previous = ""
+        for x in lines:
+            if x[:1] == "+":
+                if previous != "+":
+                    added.append([])
+                added[-1].append(x[1:])
+            if x[:1] in ("+", " "):
+                previous = x[:1]
+        text = "\n".join(new_side)
+        if added and text.strip():
+            edits.append(_Edit(file, text, at, tuple(tuple(b) for b in added)))
+    return edits
+
+
 def _changed_nothing(block: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
     """Whether a tool result says its call changed no file: the tool refused it (an error:
-    "No changes to make", "String to replace not found", ...), or its patch is empty."""
+    "No changes to make", "String to replace not found", ...), or its patch is empty and it
+    did not create the file (a Write that creates one records ``"type": "create"`` and an
+    empty patch)."""
     if block.get("is_error") is True:
         return True
     result = entry.get("toolUseResult")
-    return isinstance(result, Mapping) and result.get("structuredPatch") == []
+    return (
+        isinstance(result, Mapping)
+        and result.get("structuredPatch") == []
+        and result.get("type") != "create"
+    )
 
 
 def parse_claude_code(
@@ -217,6 +328,7 @@ def parse_claude_code(
     prompts: dict[str, SourceRef] = {}  # uuid -> the prompt that has it
     edit_calls: dict[str, tuple[_Query, int]] = {}  # tool_use id -> its query and record
     run_id: RunId | None = None
+    parents: dict[str, QueryId] | None = None  # a subagent's: its parent's queries, by task
     source_id = str(path)
     for number, entry in iter_json_lines(path, parsed.incomplete):
         source = SourceRef(str(path), number)
@@ -227,18 +339,27 @@ def parse_claude_code(
             continue
         message = entry.get("message")
         blocks = _blocks(message.get("content")) if isinstance(message, Mapping) else []
-        prompt = entry["type"] == "user" and _is_prompt(entry, blocks)
+        # A subagent's task opens its own transcript; a sidechain inside a session's is the
+        # parent query's work.
+        task = _is_subagent_task(entry) and not queries and bool(_prompt_text(blocks))
+        prompt = entry["type"] == "user" and (task or _is_prompt(entry, blocks))
         if prompt:
             current = None  # until this prompt is known good, nothing joins the query before
         try:
             if run_id is None and isinstance(entry.get("sessionId"), str):
-                run_id = RunId(entry["sessionId"])
+                agent = entry.get("agentId") if entry.get("isSidechain") else None
+                suffix = f"/agent-{agent}" if isinstance(agent, str) else ""
+                run_id = RunId(entry["sessionId"] + suffix)
             at = parse_timestamp("timestamp", entry.get("timestamp"))
             if not isinstance(message, Mapping):
                 raise ContentError("message: expected an object")
             cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) else None
             if prompt:
-                current = _Query(_prompt_id(entry.get("uuid"), source, prompts), source)
+                query_id = _prompt_id(entry.get("uuid"), source, prompts)
+                if task:
+                    parents = _parent_queries(path) if parents is None else parents
+                    query_id = parents.get(_prompt_text(blocks), query_id)
+                current = _Query(query_id, source)
                 queries.append(current)
             if current is None:
                 continue  # bookkeeping before the first prompt, or a bad prompt's query
@@ -251,7 +372,9 @@ def parse_claude_code(
                     text = redact(str(block["text"]))
                     role = Role.USER if entry["type"] == "user" else Role.ASSISTANT
                     query.records.append(Record(role, text, at, prov))
-                    if role is Role.ASSISTANT and not entry.get("isSidechain"):
+                    if role is Role.ASSISTANT and (
+                        not entry.get("isSidechain") or parents is not None
+                    ):
                         query.final_reply, query.final_at = text, at
                 elif kind == "tool_use":
                     name = str(block.get("name", "tool"))
@@ -276,6 +399,11 @@ def parse_claude_code(
                     call = edit_calls.pop(str(block.get("tool_use_id")), None)
                     if call is not None and _changed_nothing(block, entry):
                         parsed.noop_edits += len(call[0].edits.pop(call[1], []))
+                    elif call is not None and call[0].edits.get(call[1]):
+                        first = call[0].edits[call[1]][0]
+                        written = _patched(entry.get("toolUseResult"), first.file, first.at)
+                        if written is not None:
+                            call[0].edits[call[1]] = written
                     text = _excerpt(redact(_tool_result_text(block)))
                     if text.strip():
                         query.records.append(Record(Role.TOOL_RESULT, text, at, prov))
@@ -339,6 +467,6 @@ def _drafts(
                 node,
                 query.source,
                 [l1_id] if l1_id else [],
-                [TextAtHead(e.file, e.text, e.at) for e in edits],
+                [TextAtHead(e.file, e.text, e.at, e.added) for e in edits],
             )
             parsed.drafts.append(draft)

@@ -28,7 +28,7 @@ from poimen_memory.domain import (
     RepoId,
     is_commit_prefix,
 )
-from poimen_memory.gitio import Blame, BlameLine, Blamer, GitError, GitRepo
+from poimen_memory.gitio import Blame, BlameLine, Blamer, EmptyRepository, GitError, GitRepo
 from poimen_memory.gitio.blamerun import merged_ranges
 from poimen_memory.gitio.history import Change, changes
 from poimen_memory.ingest.anchoring import EDIT_CLOCK_SKEW, BadRequest, Gathered, Run, resolve
@@ -56,6 +56,9 @@ class Enriched:
     bad: list[BadRecord] = field(default_factory=list)
     unlocated: int = 0  # edits and trace ranges not placed with certainty (left unanchored)
     bad_ids: set[str] = field(default_factory=set)  # local ids of the drafts reported bad
+    # Edits HEAD does not hold yet, per draft (by local id), and the HEAD they were met at.
+    waiting: dict[str, list[TextAtHead]] = field(default_factory=dict)
+    head: CommitSha | None = None
 
     def reject(self, draft: Draft, reason: str) -> None:
         """Report ``draft`` bad."""
@@ -78,6 +81,15 @@ def enrich(
         return out
     try:
         head = repo.head()
+    except EmptyRepository as exc:
+        # No commit yet: edits wait for the first one; nothing else can be placed.
+        for d in wanted:
+            if all(isinstance(r, TextAtHead) for r in d.anchors):
+                texts = [r for r in d.anchors if isinstance(r, TextAtHead)]
+                out.waiting[d.local_id] = [r for r in texts if r.text.strip()]
+            else:
+                out.reject(d, f"anchors: {exc}")
+        return out
     except GitError as exc:
         return _rejected(out, wanted, exc)
 
@@ -176,13 +188,18 @@ def enrich(
 
     git = Gathered(repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at)
     pending: dict[str, list[Run]] = defaultdict(list)
+    out.head = head
     for d in wanted:
+        met = len(git.waiting)
         try:
             for r in d.anchors:
                 pending[d.local_id].extend(resolve(r, git))
         except BadRequest as exc:
             out.reject(d, f"anchors: {exc}")
             pending.pop(d.local_id, None)
+            del git.waiting[met:]
+        if len(git.waiting) > met:
+            out.waiting[d.local_id] = git.waiting[met:]
     out.unlocated += git.unlocated
     if on_progress and to_blame:
         on_progress("blaming at past commits", len(to_blame), len(to_blame))

@@ -83,11 +83,19 @@ class WholeFile:
 @dataclass(frozen=True, slots=True)
 class TextAtHead:
     """The lines an edit produced: ``text`` located once in ``file`` at HEAD, kept only where
-    blame says they were committed no earlier than the edit (``not_before``)."""
+    blame says they were committed no earlier than the edit (``not_before``). When HEAD does
+    not hold ``text`` yet (the edit is not committed), the blocks of lines the edit ``added``
+    (all of ``text``'s lines when none are given) wait for a commit as pending anchors."""
 
     file: str
     text: str
     not_before: datetime
+    added: tuple[tuple[str, ...], ...] = ()
+
+    def added_blocks(self) -> tuple[tuple[str, ...], ...]:
+        """The runs of consecutive lines the edit added, each non-empty."""
+        blocks = self.added or (tuple(self.text.strip("\n").split("\n")),)
+        return tuple(b for b in blocks if any(line.strip() for line in b))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +158,14 @@ class IngestResponse(BaseModel):
         int, Field(description="Edits and trace ranges not placed with certainty.")
     ]
     noop_edits: Annotated[int, Field(description="Edits that changed nothing.")]
+    pending_edits: Annotated[
+        int,
+        Field(
+            description="Edits whose lines are not committed yet: they wait for a commit as "
+            "pending anchors (placed on the next lookup of the file, `mem db resolve-pending` "
+            "or the git post-commit hook)."
+        ),
+    ] = 0
     written: Annotated[WrittenOut, Field(description="What was new to the store.")]
     skipped: Annotated[list[str], Field(description="Records skipped, and why.")]
     batches: Annotated[int, Field(description="Transactions written.")]

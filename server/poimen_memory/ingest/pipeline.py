@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from poimen_memory.domain import (
     Edge,
     Level,
     MemoryNode,
+    PendingAnchor,
     ProjectId,
     RepoId,
     Sha256Hash,
@@ -45,6 +47,8 @@ from poimen_memory.ingest.model import (
     WrittenOut,
 )
 from poimen_memory.ingest.redact import Redactor
+from poimen_memory.ingest.remember import PENDING_DAYS
+from poimen_memory.ingest.waiting import WorkTreeLines, expired, pending_of_edits
 from poimen_memory.settings import Settings
 from poimen_memory.store import NOTIFY_CHANNEL, Batch, InsertCounts, Store
 from poimen_memory.store.connector import StoreRejected
@@ -101,12 +105,15 @@ class IngestOptions:
     batch_nodes: int = 5000
     cache_path: Path | None = None
     redact: bool = True
+    pending_days: float = PENDING_DAYS
 
     def __post_init__(self) -> None:
         if self.budget < 1:
             raise IngestError(f"--budget: expected a positive number of tokens, got {self.budget}")
         if self.batch_nodes < 1:
             raise IngestError(f"--batch-nodes: expected a positive number, got {self.batch_nodes}")
+        if not self.pending_days > 0:
+            raise IngestError(f"pending_days: expected a positive number, got {self.pending_days}")
 
 
 @dataclass(slots=True)
@@ -120,6 +127,7 @@ class IngestSummary:
     anchors: int = 0
     unanchored_edits: int = 0
     noop_edits: int = 0
+    pending_edits: int = 0
     written: InsertCounts = field(default_factory=InsertCounts)
     skipped: list[BadRecord] = field(default_factory=list)
     batches: int = 0
@@ -128,7 +136,15 @@ class IngestSummary:
 
     def response(self) -> IngestResponse:
         """The summary as ``mem ingest --json`` prints it."""
-        counts = ("files", "edges", "anchors", "unanchored_edits", "noop_edits", "batches")
+        counts = (
+            "files",
+            "edges",
+            "anchors",
+            "unanchored_edits",
+            "noop_edits",
+            "pending_edits",
+            "batches",
+        )
         written = {k: getattr(self.written, k) for k in WrittenOut.model_fields}
         return IngestResponse(
             repo=self.repo.value,
@@ -208,6 +224,7 @@ class _File:
     edges: list[tuple[str, str, SourceRef]]
     anchors: dict[str, list[Anchor]]
     dropped: set[str]
+    pending: dict[str, list[PendingAnchor]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -216,6 +233,7 @@ class _Plan:
     edges: dict[tuple[Sha256Hash, Sha256Hash], SourceRef] = field(default_factory=dict)
     anchors: dict[Sha256Hash, list[Anchor]] = field(default_factory=dict)
     commits: dict[CommitSha, CommitInfo] = field(default_factory=dict)
+    pending: dict[Sha256Hash, list[PendingAnchor]] = field(default_factory=dict)
 
 
 def ingest(
@@ -238,6 +256,8 @@ def ingest(
     bad: list[BadRecord] = []
     per_file: list[_File] = []
     commits: dict[CommitSha, CommitInfo] = {}
+    now = datetime.now(UTC)
+    work_tree = WorkTreeLines(repo.root)
     for index, path in enumerate(files):
         if on_progress:
             on_progress(f"reading {path.name}", index, len(files))
@@ -254,7 +274,26 @@ def ingest(
         summary.unanchored_edits += enriched.unlocated
         good = [d for d in sized if d.local_id not in enriched.bad_ids]
         dropped = {d.local_id for d in parsed.drafts} - {d.local_id for d in good}
-        per_file.append(_File(good, parsed.edges, enriched.anchors, dropped))
+        pending = {
+            d.local_id: pending_of_edits(
+                options.project,
+                d.node.sha256,
+                repo_id,
+                enriched.head,
+                enriched.waiting.get(d.local_id, ()),
+                now=now,
+                pending_days=options.pending_days,
+                work_tree=work_tree,
+            )
+            for d in good
+            if d.local_id in enriched.waiting
+        }
+        # An edit that waited longer than pending_days for its commit is left unanchored.
+        waited = [e for d in good for e in enriched.waiting.get(d.local_id, ())]
+        late = sum(1 for e in waited if expired(e, now, options.pending_days))
+        summary.pending_edits += len(waited) - late
+        summary.unanchored_edits += late
+        per_file.append(_File(good, parsed.edges, enriched.anchors, dropped, pending))
         commits.update(enriched.commits)
     levels = _known_levels(per_file, store, options.project)
     plan = _Plan(commits=commits)
@@ -354,6 +393,7 @@ def _plan_file(
     for d in alive.values():
         plan.nodes.setdefault(d.node.sha256, d.node)
         plan.anchors.setdefault(d.node.sha256, []).extend(anchors.get(d.local_id, []))
+        plan.pending.setdefault(d.node.sha256, []).extend(file.pending.get(d.local_id, []))
         for parent_ref in d.parents:
             parent, _ = resolve(parent_ref)
             assert parent is not None
@@ -368,6 +408,11 @@ def _plan_file(
             bad.append(BadRecord(source, why))
             continue
         plan.edges.setdefault((child, parent), source)
+
+
+def _pending_key(p: PendingAnchor) -> tuple[str, str, tuple[int, ...]]:
+    """What makes a pending anchor one (the store's key, within a project and repository)."""
+    return (p.node.value, p.file, p.line_hashes)
 
 
 def _write(
@@ -399,11 +444,14 @@ def _write(
             edges += [Edge(options.project, c, p) for (c, p) in plan.edges if c not in plan.nodes]
         anchors = [a for n in nodes for a in plan.anchors.get(n.sha256, [])]
         commits = list({a.commit: plan.commits[a.commit] for a in anchors}.values())
+        pending = list(
+            {_pending_key(p): p for n in nodes for p in plan.pending.get(n.sha256, [])}.values()
+        )
         if not (nodes or edges):
             break
         try:
             counts = store.insert_batch(
-                Batch(nodes=nodes, edges=edges, commits=commits, anchors=anchors),
+                Batch(nodes=nodes, edges=edges, commits=commits, anchors=anchors, pending=pending),
                 notify=(NOTIFY_CHANNEL, payload),
             )
         except StoreRejected as exc:

@@ -65,6 +65,7 @@ __all__ = [
     "RUN_ID",
     "RememberRejected",
     "Remembered",
+    "pending_hash",
     "remember",
     "resolve_file",
 ]
@@ -168,7 +169,7 @@ def remember(
             file,
             head,
             run[0],
-            tuple(_line_hash(work[n - 1]) for n in run),
+            tuple(pending_hash(work[n - 1]) for n in run),
             at,
             expires,
         )
@@ -184,7 +185,7 @@ def remember(
     return Remembered(l0, l1, l0.sha256 not in known, anchors, pending, dict(redactor.counts))
 
 
-def _line_hash(text: str) -> int:
+def pending_hash(text: str) -> int:
     """A pending line's hash, of its text with secrets redacted (so a secret in a line the
     agent wrote is never kept, even hashed)."""
     return pending_line_hash(Redactor()(text))
@@ -252,7 +253,7 @@ def resolve_file(
     except GitError:
         return 0
     texts = head_lines(data.decode("utf-8", "surrogateescape"))
-    hashes = [_line_hash(t) for t in texts]
+    hashes = [pending_hash(t) for t in texts]
     significant = [line_hash(t) is not None for t in texts]
     by_base: dict[CommitSha | None, list[PendingAnchor]] = defaultdict(list)
     for row in waiting:
