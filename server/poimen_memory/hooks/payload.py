@@ -28,16 +28,30 @@ class HookPayload:
     event: str = "?"
     session: str = ""
     reason: str = ""
+    # SubagentStop: the subagent's own transcript (transcript_path is the parent session's).
+    agent_transcript: Path | None = None
 
     def to_json(self) -> dict[str, str]:
         """The payload as the worker reads it back."""
-        return {
+        out = {
             "transcript_path": str(self.transcript),
             "cwd": str(self.cwd),
             "hook_event_name": self.event,
             "session_id": self.session,
             "reason": self.reason,
         }
+        if self.agent_transcript is not None:
+            out["agent_transcript_path"] = str(self.agent_transcript)
+        return out
+
+    def transcripts(self) -> list[Path]:
+        """What to ingest: a finished subagent's transcript; else the session's, with its
+        subagents' (``<session>/subagents/agent-*.jsonl``, their work is part of it)."""
+        if self.agent_transcript is not None:
+            return [self.agent_transcript]
+        subagents = self.transcript.with_suffix("") / "subagents"
+        found = sorted(subagents.glob("agent-*.jsonl")) if subagents.is_dir() else []
+        return [self.transcript, *(p for p in found if p.is_file() and not p.is_symlink())]
 
 
 def _text(body: Mapping[str, Any], key: str) -> str:
@@ -76,10 +90,15 @@ def parse_payload(raw: bytes | str) -> HookPayload:
     if not path.is_file():
         raise HookInputError(f"transcript_path: no such file {path}")
     cwd = _text(body, "cwd") or os.getcwd()
+    agent = _text(body, "agent_transcript_path")
+    agent_path = _expanded("agent_transcript_path", agent) if agent else None
+    if agent_path is not None and not agent_path.is_file():
+        raise HookInputError(f"agent_transcript_path: no such file {agent_path}")
     return HookPayload(
         transcript=path.absolute(),
         cwd=_expanded("cwd", cwd).absolute(),
         event=_text(body, "hook_event_name") or "?",
         session=_text(body, "session_id"),
         reason=_text(body, "reason"),
+        agent_transcript=None if agent_path is None else agent_path.absolute(),
     )

@@ -49,6 +49,8 @@ def _described(payload: HookPayload | None) -> dict[str, Any]:
     }
     if payload.reason:
         described["reason"] = payload.reason
+    if payload.agent_transcript is not None:
+        described["agent_transcript"] = str(payload.agent_transcript)
     return described
 
 
@@ -101,7 +103,7 @@ def _ingest_logged(payload: HookPayload, project: str | None, dsn: str | None) -
     """Ingest the transcript and log the outcome, one run per transcript at a time. A run that
     finds another already waiting for the same transcript leaves it to that one, which reads
     the transcript later than this event anyway."""
-    waiting, running_lock = transcript_locks(payload.transcript)
+    waiting, running_lock = transcript_locks(payload.transcripts()[0])
     described = _described(payload)
     with contextlib.ExitStack() as running:
         with locked(waiting, wait=None) as first:
@@ -142,9 +144,10 @@ def _ingest(
         redact=True,
         repo_override=settings.repo,
         cache_path=settings.blame_cache_path,
+        pending_days=settings.pending_days,
     )
     with open_store(settings) as store:
-        return ingest([payload.transcript], store, options), choice
+        return ingest(payload.transcripts(), store, options), choice
 
 
 def _counts(summary: IngestSummary, choice: ProjectChoice) -> dict[str, Any]:
