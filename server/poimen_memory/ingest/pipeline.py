@@ -35,6 +35,7 @@ from poimen_memory.domain.nodes import check_text_size
 from poimen_memory.gitio import BlameCache, Blamer, GitError, GitRepo
 from poimen_memory.ingest.agent_trace import looks_like_agent_trace, parse_agent_trace
 from poimen_memory.ingest.claude_code import looks_like_claude_code, parse_claude_code
+from poimen_memory.ingest.codex import looks_like_codex, parse_codex
 from poimen_memory.ingest.enrich import enrich
 from poimen_memory.ingest.jsonl import iter_json_lines, parse_jsonl, read_json_document
 from poimen_memory.ingest.model import (
@@ -82,6 +83,7 @@ class Format(enum.Enum):
     JSONL = "jsonl"
     CLAUDE_CODE = "claude-code"
     AGENT_TRACE = "agent-trace"
+    CODEX = "codex"
 
 
 class IngestRejected(Exception):
@@ -186,6 +188,8 @@ def detect_format(path: Path) -> Format:
             continue
         if looks_like_agent_trace(obj):
             return Format.AGENT_TRACE
+        if looks_like_codex(obj):
+            return Format.CODEX
         if looks_like_claude_code(obj):
             return Format.CLAUDE_CODE
         if isinstance(obj, dict) and obj.get("type") in ("node", "edge"):
@@ -199,7 +203,7 @@ def detect_format(path: Path) -> Format:
     if looks_like_agent_trace(first):
         return Format.AGENT_TRACE
     raise IngestError(
-        f"{path}: cannot tell the format (generic JSONL, Claude Code or Agent Trace); "
+        f"{path}: cannot tell the format (generic JSONL, Claude Code, Codex or Agent Trace); "
         "name it with --format"
     )
 
@@ -210,6 +214,8 @@ def _parse(path: Path, options: IngestOptions, repo_root: Path, redactor: Redact
         return parse_jsonl(path, options.project, redact=redactor)
     if fmt is Format.CLAUDE_CODE:
         return parse_claude_code(path, options.project, repo_root, options.budget, redactor)
+    if fmt is Format.CODEX:
+        return parse_codex(path, options.project, repo_root, options.budget, redactor)
     if fmt is Format.AGENT_TRACE:
         return parse_agent_trace(path, options.project, redactor)
     raise IngestError(f"--format: unsupported {fmt.value!r}")
