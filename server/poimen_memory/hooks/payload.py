@@ -68,10 +68,11 @@ def _expanded(field: str, value: str) -> Path:
         raise HookInputError(f"{field}: no such user's home in {value!r}") from None
 
 
-def parse_payload(raw: bytes | str) -> HookPayload:
-    """The hook's payload; HookInputError saying what is wrong with it."""
+def parse_payload(raw: bytes | str, agent_name: str = "Claude Code") -> HookPayload:
+    """The hook's payload (``agent_name``'s: Claude Code and Codex send the same fields);
+    HookInputError saying what is wrong with it."""
     if not raw.strip():
-        raise HookInputError("no payload on stdin (Claude Code writes one for each event)")
+        raise HookInputError(f"no payload on stdin ({agent_name} writes one for each event)")
     if len(raw) > PAYLOAD_MAX_BYTES:
         raise HookInputError(f"payload over {PAYLOAD_MAX_BYTES} bytes")
     try:

@@ -1,7 +1,7 @@
-"""Running the hook: ``mem hooks run claude-code`` reads the payload, starts a detached worker
-(``--wait``) and returns at once; the worker ingests the session's transcript into the project
-``decide_project`` names, one run per transcript at a time, and logs what it did. Nothing is
-ever raised to the agent: every outcome is a line in the log."""
+"""Running the hook: ``mem hooks run claude-code`` (or ``codex``) reads the payload, starts a
+detached worker (``--wait``) and returns at once; the worker ingests the session's transcript
+into the project ``decide_project`` names, one run per transcript at a time, and logs what it
+did. Nothing is ever raised to the agent: every outcome is a line in the log."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from poimen_memory.hooks.claude import HOOK_WORDS
+from poimen_memory.hooks.claude import AGENT
 from poimen_memory.hooks.payload import HookInputError, HookPayload, parse_payload
 from poimen_memory.hooks.state import (
     locked,
@@ -29,6 +29,8 @@ from poimen_memory.wiring import open_store
 
 __all__ = ["LOCK_WAIT_S", "run_hook"]
 
+# The agents whose hooks run here (the word after `mem hooks run`), and their transcripts' format.
+_AGENTS = {AGENT: (Format.CLAUDE_CODE, "Claude Code"), "codex": (Format.CODEX, "Codex")}
 # How long a worker waits for the run of the same transcript before it to finish.
 LOCK_WAIT_S = 900.0
 
@@ -54,26 +56,31 @@ def _described(payload: HookPayload | None) -> dict[str, Any]:
     return described
 
 
-def run_hook(raw: bytes, *, project: str | None, dsn: str | None, wait: bool) -> None:
-    """What ``mem hooks run claude-code`` does with the payload ``raw``: with ``wait``, ingest
-    the transcript here; else start a detached worker doing so and return at once. ``project``
-    is the hook's ``--project`` (the first choice of ``decide_project``). Every outcome is
+def run_hook(
+    raw: bytes, *, project: str | None, dsn: str | None, wait: bool, agent: str = AGENT
+) -> None:
+    """What ``mem hooks run <agent>`` does with the payload ``raw``: with ``wait``, ingest the
+    transcript here; else start a detached worker doing so and return at once. ``project`` is
+    the hook's ``--project`` (the first choice of ``decide_project``); ``agent`` is whose hook
+    this is, and so the transcript's format (``claude-code`` or ``codex``). Every outcome is
     logged; nothing is raised, nothing printed."""
     payload = None
     try:
-        payload = parse_payload(raw)
+        if agent not in _AGENTS:
+            raise HookInputError(f"agent: expected one of {', '.join(_AGENTS)}, got {agent!r}")
+        payload = parse_payload(raw, _AGENTS[agent][1])
         if wait:
-            _ingest_logged(payload, project, dsn)
+            _ingest_logged(payload, project, dsn, agent)
         else:
-            _detach(payload, project, dsn)
+            _detach(payload, project, dsn, agent)
     except Exception as exc:  # the agent must never see the hook fail
         kind = "" if isinstance(exc, HookInputError) else f"{type(exc).__name__}: "
         message = kind + _one_line(exc, dsn or os.environ.get("POIMEN_DSN"))
         write_log({**_described(payload), "outcome": "error", "message": message})
 
 
-def _detach(payload: HookPayload, project: str | None, dsn: str | None) -> None:
-    """Start ``mem hooks run claude-code --wait`` in a new session, the payload on its stdin,
+def _detach(payload: HookPayload, project: str | None, dsn: str | None, agent: str) -> None:
+    """Start ``mem hooks run <agent> --wait`` in a new session, the payload on its stdin,
     its stray output into the log; do not wait for it. The worker gets the hook's
     ``--project`` as its own, so it decides (and logs) the project the same way; a DSN goes
     through the environment, out of the process list."""
@@ -82,7 +89,7 @@ def _detach(payload: HookPayload, project: str | None, dsn: str | None) -> None:
     env = dict(os.environ)
     env |= {"POIMEN_DSN": dsn} if dsn else {}
     options = [f"--project={project}"] if project else []
-    argv = [sys.executable, "-m", "poimen_memory.cli", *HOOK_WORDS, "--wait", *options]
+    argv = [sys.executable, "-m", "poimen_memory.cli", "hooks", "run", agent, "--wait", *options]
     with log.open("ab") as output:
         worker = subprocess.Popen(
             argv,
@@ -99,7 +106,9 @@ def _detach(payload: HookPayload, project: str | None, dsn: str | None) -> None:
         worker.stdin.write(json.dumps(payload.to_json()).encode("utf-8"))
 
 
-def _ingest_logged(payload: HookPayload, project: str | None, dsn: str | None) -> None:
+def _ingest_logged(
+    payload: HookPayload, project: str | None, dsn: str | None, agent: str = AGENT
+) -> None:
     """Ingest the transcript and log the outcome, one run per transcript at a time. A run that
     finds another already waiting for the same transcript leaves it to that one, which reads
     the transcript later than this event anyway."""
@@ -117,7 +126,7 @@ def _ingest_logged(payload: HookPayload, project: str | None, dsn: str | None) -
                 return
         started = time.monotonic()
         try:
-            summary, choice = _ingest(payload, project, dsn)
+            summary, choice = _ingest(payload, project, dsn, agent)
         except NotInRepository as exc:
             message = f"not ingested, no git work tree: {exc}"
             write_log({**described, "outcome": "skipped", "message": message})
@@ -128,7 +137,7 @@ def _ingest_logged(payload: HookPayload, project: str | None, dsn: str | None) -
 
 
 def _ingest(
-    payload: HookPayload, project: str | None, dsn: str | None
+    payload: HookPayload, project: str | None, dsn: str | None, agent: str = AGENT
 ) -> tuple[IngestSummary, ProjectChoice]:
     """Ingest the transcript into the project the one rule decides for the session's work tree
     (``--project``, ``POIMEN_PROJECT``, the config file, else the repository's identity)."""
@@ -139,7 +148,7 @@ def _ingest(
     options = IngestOptions(
         project=choice.project,
         repo_dir=payload.cwd,
-        format=Format.CLAUDE_CODE,
+        format=_AGENTS[agent][0],
         skip_bad=True,
         redact=True,
         repo_override=settings.repo,
@@ -158,6 +167,8 @@ def _counts(summary: IngestSummary, choice: ProjectChoice) -> dict[str, Any]:
         f"{nodes} nodes ({written.nodes} new), {summary.anchors} anchors "
         f"({written.anchors} new) into project {choice.project} (from {choice.source})"
     )
+    if summary.pending_edits:
+        message += f"; {summary.pending_edits} edit(s) wait for their commit"
     if summary.skipped:
         message += f"; {len(summary.skipped)} bad record(s) skipped"
     return {
@@ -170,5 +181,6 @@ def _counts(summary: IngestSummary, choice: ProjectChoice) -> dict[str, Any]:
         "new_nodes": written.nodes,
         "anchors": summary.anchors,
         "new_anchors": written.anchors,
+        "pending_edits": summary.pending_edits,
         "bad_records": len(summary.skipped),
     }
