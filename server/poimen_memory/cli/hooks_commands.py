@@ -121,7 +121,11 @@ def hooks_run(args: argparse.Namespace) -> int:
             raw = sys.stdin.buffer.read(hooks.PAYLOAD_MAX_BYTES + 1)
     with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
         hooks.run_hook(
-            raw, project=_option(args, "project"), dsn=_option(args, "dsn"), wait=args.wait
+            raw,
+            project=_option(args, "project"),
+            dsn=_option(args, "dsn"),
+            wait=args.wait,
+            agent=args.agent,
         )
     return 0
 

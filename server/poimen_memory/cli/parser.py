@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
          "mem hooks run claude-code --wait < payload.json"],
         project=True,
     )  # fmt: skip
-    p.add_argument("agent", choices=["claude-code"], help="the agent whose hook this is")
+    p.add_argument("agent", choices=["claude-code", "codex"], help="the agent whose hook this is")
     p.add_argument(
         "--wait", action="store_true", help="ingest here and now instead of in the background"
     )
