@@ -1,10 +1,27 @@
-"""Text renderings of a lookup result (the JSON form is LookupResult.to_json)."""
+"""Text renderings of a lookup result (the JSON form is LookupResult.to_json).
+
+The hover's Markdown is read by CommonMark renderers (VS Code's, and markdown-it in general):
+every text from a memory or a commit is escaped so that it can never become a heading, a list,
+a rule, a code block, a link or raw HTML, and each block is set apart by a blank line so that
+no line is read as a setext heading's underline or as a lazy continuation of a blockquote."""
 
 from __future__ import annotations
 
+import re
+
 from poimen_memory.lookup import Citation, LookupResult, Memory
 
-__all__ = ["arrival", "cite_line", "excerpt", "render_hover", "render_text"]
+__all__ = [
+    "TEXT_LIMIT",
+    "arrival",
+    "cite_line",
+    "excerpt",
+    "render_hover",
+    "render_text",
+]
+
+# Characters of one memory's text that render_text shows; the rest is in the JSON form.
+TEXT_LIMIT = 2000
 
 
 def arrival(m: Memory) -> str | None:
@@ -34,40 +51,6 @@ def cite_line(c: Citation) -> str:
     )
 
 
-def _memory(m: Memory, indent: str = "") -> list[str]:
-    lines = [f"{indent}{m.node.level.value} · {m.node.brief}"]
-    body = [ln for ln in m.node.text.splitlines()[1:] if ln.strip()]
-    lines += [f"{indent}     {ln}" for ln in body[:6]]
-    if len(body) > 6:
-        lines.append(f"{indent}     … ({len(body) - 6} more lines)")
-    if m.citation is not None:
-        lines.append(f"{indent}   {cite_line(m.citation)}")
-    how = arrival(m)
-    if how is not None:
-        lines.append(f"{indent}   {how}")
-    for extra in m.citations[1:]:
-        lines.append(f"{indent}   also {extra.cite()}")
-    return lines
-
-
-def render_text(result: LookupResult) -> str:
-    """Readable text: each memory, then where it is cited, ready to paste."""
-    if not result.memories:
-        return "no memories found\n"
-    out: list[str] = []
-    for m in result.memories:
-        out.extend(_memory(m))
-        for p in m.parents:
-            out.append(f"   ↳ {p.node.level.value} · {p.node.brief}")
-        out.append("")
-    if result.mapped is False:
-        out.append("(not mapped through blame: the lines as the memories stored them)")
-    if result.truncated:
-        more = f"; next page: --cursor {result.cursor}" if result.cursor else ""
-        out.append(f"(truncated: more than shown{more})")
-    return "\n".join(out).rstrip() + "\n"
-
-
 def excerpt(text: str, limit: int) -> str:
     """``text`` cut to about ``limit`` characters at a line or word boundary, marked with …."""
     text = text.strip()
@@ -80,49 +63,167 @@ def excerpt(text: str, limit: int) -> str:
     return cut.rstrip() + " …"
 
 
-def _md_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "\\`*_[]<>#|" else ch for ch in text)
+# -- plain text (the CLI, MCP's text content) -------------------------------------------------
 
 
-def render_hover(result: LookupResult, excerpt_length: int = 400, markdown: bool = True) -> str:
-    """The hover: what was learned (L2, L1 briefs) first, then the evidence excerpts with the
-    commit, author, date and the reference to cite."""
-    uppers = [m for m in result.memories if m.node.level.rank > 0]
-    evidence = result.evidence
-    out: list[str] = []
-    count = f"{len(evidence)} memor{'y' if len(evidence) == 1 else 'ies'}"
-    out.append(f"**poimen-memory** · {count}" if markdown else f"poimen-memory · {count}")
-    out.append("")
-    for m in sorted(uppers, key=lambda m: -m.node.level.rank):
-        brief = _md_escape(m.node.brief) if markdown else m.node.brief
+def _bounded(text: str, limit: int) -> tuple[list[str], int]:
+    """The non-blank lines of ``text`` within ``limit`` characters, and how many characters
+    were left out."""
+    whole = text.strip()
+    shown = excerpt(whole, limit)
+    left = 0 if shown == whole else len(whole) - len(shown.removesuffix(" …"))
+    return [ln.rstrip() for ln in shown.splitlines() if ln.strip()], left
+
+
+def _text(m: Memory, limit: int, indent: str = "") -> list[str]:
+    """``L1 · first line`` and the other lines of the text, bounded, the rest counted."""
+    lines, left = _bounded(m.node.text, limit)
+    out = [f"{indent}{m.node.level.value} · {lines[0]}"]
+    under = " " * len(indent) + "     "
+    out += [f"{under}{ln}" for ln in lines[1:]]
+    if left:
         out.append(
-            f"**{m.node.level.value}** {brief}"
-            if markdown
-            else f"{m.node.level.value}  {m.node.brief}"
+            f"{under}… ({left} more characters; the full text is in the JSON form: "
+            "--json, or MCP's structured content)"
         )
-    for m in evidence:
-        out.append("---" if markdown else "")
-        body = excerpt(m.node.text, excerpt_length)
-        if markdown:
-            out.append(
-                "\n".join(f"> {_md_escape(line)}" if line else ">" for line in body.splitlines())
-            )
+    return out
+
+
+def _memory(m: Memory, limit: int, listed: set[str]) -> list[str]:
+    out = _text(m, limit)
+    if m.citation is not None:
+        out.append(f"   {cite_line(m.citation)}")
+    how = arrival(m)
+    if how is not None:
+        out.append(f"   {how}")
+    for extra in m.citations[1:]:
+        out.append(f"   also {extra.cite()}")
+    for p in m.parents:
+        # A memory above that the result lists itself is named here; any other is shown whole.
+        if p.node.sha256.value in listed:
+            out.append(f"   ↳ {p.node.level.value} · {p.node.brief}")
         else:
-            out.append("\n".join(f"  {line}" for line in body.splitlines()))
+            out.extend(_text(p, limit, "   ↳ "))
+    return out
+
+
+def render_text(result: LookupResult, limit: int = TEXT_LIMIT) -> str:
+    """Readable text: each memory's whole text (up to ``limit`` characters each, the number
+    left out said), then where it is cited, ready to paste, then the memories above it."""
+    if not result.memories:
+        return "no memories found\n"
+    listed = {m.node.sha256.value for m in result.memories}
+    out: list[str] = []
+    for m in result.memories:
+        out.extend(_memory(m, limit, listed))
+        out.append("")
+    if result.mapped is False:
+        out.append("(not mapped through blame: the lines as the memories stored them)")
+    if result.truncated:
+        more = f"; next page: --cursor {result.cursor}" if result.cursor else ""
+        out.append(f"(truncated: more than shown{more})")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# -- Markdown (CommonMark) --------------------------------------------------------------------
+
+# Escaped wherever they are: emphasis, code, links, images, HTML, entities, tables, strikeout.
+_INLINE = frozenset("\\`*_[]<>#|~&")
+# A line starting with one of these could open a block (a list item, a setext underline, a
+# heading, a blockquote) once the line is at the start of a paragraph or continues one.
+_LINE_START = re.compile(r"^(?:(\d{1,9})([.)])|([-+=]))")
+
+
+def _md_inline(text: str) -> str:
+    """``text`` with every character CommonMark could read as markup backslash-escaped."""
+    return "".join("\\" + ch if ch in _INLINE else ch for ch in text)
+
+
+def _md_line(line: str) -> str:
+    """One line of text as a line of a paragraph: leading blanks dropped (four would make a
+    code block), markup escaped, a block-opening start escaped."""
+    escaped = _md_inline(line.strip())
+    return _LINE_START.sub(lambda m: f"{m[1]}\\{m[2]}" if m[1] else f"\\{m[3]}", escaped, 1)
+
+
+def _md_paragraph(text: str, prefix: str = "") -> str:
+    """``text``'s lines as one paragraph, each line kept (hard line breaks), every line led by
+    ``prefix`` (``"> "`` inside a blockquote)."""
+    lines = [_md_line(ln) for ln in text.splitlines() if ln.strip()]
+    return "\\\n".join(prefix + ln for ln in lines)
+
+
+def _md_code(text: str) -> str:
+    """``text`` as a code span, fenced by more backticks than any run inside it."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _hover_markdown(result: LookupResult, excerpt_length: int) -> list[str]:
+    uppers = sorted(
+        (m for m in result.memories if m.node.level.rank > 0), key=lambda m: -m.node.level.rank
+    )
+    evidence = result.evidence
+    count = f"{len(evidence)} memor{'y' if len(evidence) == 1 else 'ies'}"
+    blocks = [f"**poimen-memory** · {count}"]
+    for m in uppers:
+        text = _md_paragraph(excerpt(m.node.text, excerpt_length))
+        blocks.append(f"**{m.node.level.value}** · {text}")
+    for m in evidence:
+        blocks.append("---")
+        blocks.append(_md_paragraph(excerpt(m.node.text, excerpt_length), "> "))
         c = m.citation
         if c is not None:
             commit = c.commit
-            when = commit.author_date.date().isoformat()
-            if markdown:
-                out.append(
-                    f"`{commit.sha.short()}` {_md_escape(commit.summary)} — "
-                    f"{_md_escape(commit.author_name)}, {when} · `{c.git_ref}`"
-                )
-            else:
-                who = f"{commit.author_name}, {when}"
-                out.append(f"{commit.sha.short()} {commit.summary} — {who} · {c.git_ref}")
+            blocks.append(
+                f"{_md_code(commit.sha.short())} {_md_inline(commit.summary)} — "
+                f"{_md_inline(commit.author_name)}, {commit.author_date.date().isoformat()} · "
+                f"{_md_code(c.git_ref)}"
+            )
         how = arrival(m)
         if how is not None:
-            out.append(f"*{how}*" if markdown else how)
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"
+            blocks.append(f"*{_md_inline(how)}*")
+    return blocks
+
+
+def _hover_plain(result: LookupResult, excerpt_length: int) -> list[str]:
+    uppers = sorted(
+        (m for m in result.memories if m.node.level.rank > 0), key=lambda m: -m.node.level.rank
+    )
+    evidence = result.evidence
+    count = f"{len(evidence)} memor{'y' if len(evidence) == 1 else 'ies'}"
+    blocks = [f"poimen-memory · {count}"]
+    if uppers:
+        lines: list[str] = []
+        for m in uppers:
+            first, *rest = excerpt(m.node.text, excerpt_length).splitlines()
+            lines.append(f"{m.node.level.value}  {first.strip()}")
+            lines += [f"    {ln.strip()}" for ln in rest if ln.strip()]
+        blocks.append("\n".join(lines))
+    for m in evidence:
+        body = [f"  {ln.rstrip()}" for ln in excerpt(m.node.text, excerpt_length).splitlines()]
+        c = m.citation
+        if c is not None:
+            commit = c.commit
+            who = f"{commit.author_name}, {commit.author_date.date().isoformat()}"
+            body.append(f"{commit.sha.short()} {commit.summary} — {who} · {c.git_ref}")
+        how = arrival(m)
+        if how is not None:
+            body.append(how)
+        blocks.append("\n".join(body))
+    return blocks
+
+
+def render_hover(result: LookupResult, excerpt_length: int = 400, markdown: bool = True) -> str:
+    """The hover: what was learned (L2, then L1) first, each in its own paragraph, then each
+    piece of evidence: its excerpt (a blockquote in Markdown) and, after it, the commit,
+    author, date and the reference to cite. ``markdown=False``: plain text for clients that
+    take no Markdown."""
+    blocks = (
+        _hover_markdown(result, excerpt_length)
+        if markdown
+        else _hover_plain(result, excerpt_length)
+    )
+    return "\n\n".join(blocks) + "\n"
