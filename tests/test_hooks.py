@@ -31,6 +31,12 @@ from .gitrepo import FixtureRepo, kong_repo
 SESSION = Path(__file__).parent / "fixtures" / "claude_code" / "session.jsonl"
 MEM = str(Path(sys.executable).parent / "mem")  # the console script beside python
 MODULE = [sys.executable, "-m", "poimen_memory.cli"]
+# What an installed command does when mem cannot run: a note on stderr, exit 1 (never 2).
+FALLBACK = (
+    " || ! echo 'poimen-memory: the session was not captured: mem failed or is not on PATH "
+    "(see mem doctor)' >&2"
+)
+EVENTS = ("Stop", "SubagentStop", "SessionEnd")
 
 
 @pytest.fixture
@@ -53,6 +59,8 @@ def env(home: Path) -> dict[str, str]:
         "POIMEN_CACHE_DIR": str(home / "cache"),
         "POIMEN_DATA_DIR": str(home / "data"),
         "POIMEN_CONFIG": str(home / "config.toml"),
+        # mem on PATH (the project scope runs it from there); no `claude`: files are written
+        "PATH": os.pathsep.join([str(Path(MEM).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
     }
 
 
@@ -115,7 +123,8 @@ def repo(tmp_path: Path) -> FixtureRepo:
 
 
 def settings_of(root: Path) -> Path:
-    return root / ".claude" / "settings.json"
+    """The local scope's settings file (the default scope)."""
+    return root / ".claude" / "settings.local.json"
 
 
 def our_commands(data: dict[str, Any], event: str) -> list[str]:
@@ -146,7 +155,8 @@ def one_line_error(done: subprocess.CompletedProcess[str], *needles: str) -> Non
         ("/usr/local/bin/mem hooks run claude-code", True),
         ("'/opt/my tools/bin/mem' hooks run claude-code --project app --dsn 'host=db'", True),
         ("/venv/bin/python -m poimen_memory.cli hooks run claude-code", True),
-        ("/usr/local/bin/mem hooks run claude-code || true", True),
+        ("/usr/local/bin/mem hooks run claude-code || true", True),  # as installed before
+        ("mem hooks run claude-code" + FALLBACK, True),
         ("my-wrapper --note 'hooks run claude-code'", False),  # one word, not three
         ("npx agent-relay hooks run claude-code --notify slack", False),  # another tool
         ("/usr/bin/env mem hooks run claude-code", False),
@@ -167,8 +177,8 @@ def test_install_creates_the_settings_file(mem: Run, repo: FixtureRepo) -> None:
     done = mem("hooks", "install", "claude-code", cwd=repo.root / "src")  # the work tree's root
     assert done.returncode == 0, done.stderr
     data = json.loads(settings_of(repo.root).read_text())
-    expected = f"{shlex.quote(MEM)} hooks run claude-code || true"
-    for event in ("Stop", "SessionEnd"):
+    expected = f"{shlex.quote(MEM)} hooks run claude-code{FALLBACK}"
+    for event in EVENTS:
         assert data["hooks"][event] == [
             {"hooks": [{"type": "command", "command": expected, "timeout": 30}]}
         ]
@@ -213,8 +223,9 @@ def test_install_keeps_everything_else_and_uninstall_removes_exactly_ours(
     }
     assert data["hooks"]["PreToolUse"] == OTHERS["hooks"]["PreToolUse"]
     assert data["hooks"]["Stop"][0] == OTHERS["hooks"]["Stop"][0]  # the other Stop hooks first
-    command = f"{shlex.quote(MEM)} hooks run claude-code --project app || true"
+    command = f"{shlex.quote(MEM)} hooks run claude-code --project app{FALLBACK}"
     assert our_commands(data, "Stop") == our_commands(data, "SessionEnd") == [command]
+    assert our_commands(data, "SubagentStop") == [command]
     assert len(data["hooks"]["Stop"]) == 2
 
     again = cli("hooks", "install", "claude-code", "--project", "app", cwd=repo.root)
@@ -249,7 +260,7 @@ def test_reinstall_updates_our_command_only(cli: Run, repo: FixtureRepo) -> None
     assert done.stdout.startswith("updated the claude-code hook")
     data = json.loads(settings_of(repo.root).read_text())
     assert our_commands(data, "Stop") == [
-        f"{shlex.quote(MEM)} hooks run claude-code --project other || true"
+        f"{shlex.quote(MEM)} hooks run claude-code --project other{FALLBACK}"
     ]
     assert len(data["hooks"]["Stop"]) == 1
 
@@ -282,7 +293,7 @@ def test_a_settings_file_that_is_no_json_object_is_refused(
     assert path.read_text() == text
     status = cli("hooks", "status", "--json", cwd=repo.root)
     assert status.returncode == 0, status.stderr
-    assert str(path) in json.loads(status.stdout)["scopes"]["project"]["error"]
+    assert str(path) in json.loads(status.stdout)["agents"]["claude-code"]["local"]["error"]
 
 
 def test_a_hooks_table_of_the_wrong_shape_is_refused(cli: Run, repo: FixtureRepo) -> None:
@@ -299,13 +310,15 @@ def test_user_scope_writes_under_home(cli: Run, home: Path, tmp_path: Path) -> N
     done = cli("hooks", "install", "claude-code", "--scope", "user", cwd=outside)
     assert done.returncode == 0, done.stderr
     data = json.loads((home / ".claude" / "settings.json").read_text())
-    assert our_commands(data, "Stop") == [f"{shlex.quote(MEM)} hooks run claude-code || true"]
+    assert our_commands(data, "Stop") == [f"{shlex.quote(MEM)} hooks run claude-code{FALLBACK}"]
     assert not (outside / ".claude").exists()
     status = json.loads(cli("hooks", "status", "--json", cwd=outside).stdout)
-    assert status["scopes"]["user"]["installed"] is True
-    assert status["scopes"]["user"]["path"] == str(home / ".claude" / "settings.json")
-    assert "not inside a git work tree" in status["scopes"]["project"]["error"]
-    # Project scope needs a work tree.
+    scopes = status["agents"]["claude-code"]
+    assert scopes["user"]["installed"] is True
+    assert scopes["user"]["path"] == str(home / ".claude" / "settings.json")
+    assert "not inside a git work tree" in scopes["project"]["error"]
+    assert "not inside a git work tree" in scopes["local"]["error"]
+    # The local and project scopes need a work tree.
     one_line_error(cli("hooks", "install", "claude-code", cwd=outside), "--repo")
     assert cli("hooks", "uninstall", "claude-code", "--scope", "user", cwd=outside).returncode == 0
     assert json.loads((home / ".claude" / "settings.json").read_text()) == {}
@@ -325,7 +338,7 @@ def test_install_writes_a_project_only_when_this_command_or_its_environment_name
 
     done = cli("hooks", "install", "claude-code", cwd=kong.root)
     assert done.returncode == 0, done.stderr
-    assert installed() == f"{base} || true"
+    assert installed() == f"{base}{FALLBACK}"
     assert (
         "memories go to project widgets (from repository github.com/acme/widgets; decided again "
         "at each run" in done.stdout
@@ -334,16 +347,16 @@ def test_install_writes_a_project_only_when_this_command_or_its_environment_name
     Path(in_home["POIMEN_CONFIG"]).write_text('project = "team"\n')
     done = cli("hooks", "install", "claude-code", cwd=kong.root)
     assert "nothing changed" in done.stdout
-    assert installed() == f"{base} || true"
+    assert installed() == f"{base}{FALLBACK}"
     assert f"project team (from config file {in_home['POIMEN_CONFIG']};" in done.stdout
 
     monkeypatch.setenv("POIMEN_PROJECT", "mine")
     done = cli("hooks", "install", "claude-code", cwd=kong.root)
-    assert installed() == f"{base} --project mine || true"
+    assert installed() == f"{base} --project mine{FALLBACK}"
     assert "project mine (from POIMEN_PROJECT; in the command)" in done.stdout
 
     done = cli("hooks", "install", "claude-code", "--project", "app", cwd=kong.root)
-    assert installed() == f"{base} --project app || true"
+    assert installed() == f"{base} --project app{FALLBACK}"
     assert "project app (from --project; in the command)" in done.stdout
 
     monkeypatch.delenv("POIMEN_PROJECT")
@@ -352,7 +365,7 @@ def test_install_writes_a_project_only_when_this_command_or_its_environment_name
     assert done.returncode == 0, done.stderr
     assert "memories go to each session's project" in done.stdout  # no one repository here
 
-    done = cli("mcp", "install", "claude-code", cwd=kong.root)
+    done = cli("mcp", "install", "claude-code", "--scope", "project", cwd=kong.root)
     assert done.returncode == 0, done.stderr
     entry = json.loads((kong.root / ".mcp.json").read_text())["mcpServers"]["poimen-memory"]
     assert "--project" not in entry["args"]
@@ -483,7 +496,7 @@ def test_the_installed_hook_ingests_the_session_in_the_background(
 
     status = cli("hooks", "status", cwd=kong.root)
     assert status.returncode == 0, status.stderr
-    assert "installed (Stop, SessionEnd)" in status.stdout
+    assert "installed (Stop, SubagentStop, SessionEnd)" in status.stdout
     assert f"6 nodes (0 new), 2 anchors (0 new) into project {project}" in status.stdout
 
 
@@ -624,46 +637,130 @@ def test_the_log_is_bounded(in_home: dict[str, str]) -> None:
     assert "no payload on stdin" in entries[-1]["message"]
 
 
-# -- mcp install ----------------------------------------------------------------------------------
+# -- mcp install / uninstall --------------------------------------------------------------------
 
 
-def test_mcp_install_merges_into_mcp_json(cli: Run, mem: Run, repo: FixtureRepo) -> None:
+def test_mcp_install_project_scope_merges_into_mcp_json_with_mem_from_path(
+    cli: Run, mem: Run, repo: FixtureRepo
+) -> None:
     path = repo.root / ".mcp.json"
     other = {"mcpServers": {"github": {"command": "gh-mcp", "args": []}}, "note": "team"}
     original = json.dumps(other, indent=2) + "\n"
     path.write_text(original)
 
-    dry = cli("mcp", "install", "claude-code", "--dry-run", cwd=repo.root)
+    dry = cli("mcp", "install", "claude-code", "--scope", "project", "--dry-run", cwd=repo.root)
     assert dry.returncode == 0, dry.stderr
     assert '+    "poimen-memory": {' in dry.stdout
     assert path.read_text() == original
 
-    done = cli("mcp", "install", "claude-code", "--project", "app", cwd=repo.root)
+    done = cli("mcp", "install", "claude-code", "--scope", "project", "--project", "app",
+               cwd=repo.root)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("added the MCP server poimen-memory")
     data = json.loads(path.read_text())
     assert data["note"] == "team"
     assert data["mcpServers"]["github"] == other["mcpServers"]["github"]
+    # A committed file: `mem` from each machine's PATH, and no work tree of this machine.
     assert data["mcpServers"]["poimen-memory"] == {
         "type": "stdio",
-        "command": MEM,
-        "args": ["mcp", "--repo", str(repo.root.resolve()), "--project", "app"],
+        "command": "mem",
+        "args": ["mcp", "--project", "app"],
     }
     written = path.read_text()
-    again = cli("mcp", "install", "claude-code", "--project", "app", cwd=repo.root)
+    again = cli("mcp", "install", "claude-code", "--scope", "project", "--project", "app",
+                cwd=repo.root)  # fmt: skip
     assert (again.returncode, "nothing changed" in again.stdout) == (0, True)
     assert path.read_text() == written
 
     # Our entry with other arguments, and an env the user added: brought up to date, env kept.
     data["mcpServers"]["poimen-memory"]["env"] = {"POIMEN_DSN": "host=db"}
     path.write_text(json.dumps(data, indent=2) + "\n")
-    done = mem("mcp", "install", "claude-code", cwd=repo.root, exe=MODULE)
+    done = mem("mcp", "install", "claude-code", "--scope", "project", cwd=repo.root, exe=MODULE)
     assert done.stdout.startswith("updated the MCP server poimen-memory"), done
     entry = json.loads(path.read_text())["mcpServers"]["poimen-memory"]
-    assert entry["command"] == sys.executable
-    assert entry["args"] == ["-m", "poimen_memory.cli", "mcp", "--repo", str(repo.root.resolve())]
+    assert (entry["command"], entry["args"]) == ("mem", ["mcp"])  # never the interpreter's path
     assert entry["env"] == {"POIMEN_DSN": "host=db"}
-    assert json.loads(path.read_text())["mcpServers"]["github"] == other["mcpServers"]["github"]
+
+    done = cli("mcp", "uninstall", "claude-code", "--scope", "project", cwd=repo.root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("removed the MCP server poimen-memory")
+    assert json.loads(path.read_text()) == other
+    again = cli("mcp", "uninstall", "claude-code", "--scope", "project", cwd=repo.root)
+    assert (again.returncode, "nothing changed" in again.stdout) == (0, True)
+
+
+def test_project_scope_refuses_without_mem_on_path(
+    cli: Run, repo: FixtureRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A committed file must run `mem` from PATH: without mem there, nothing is written, and
+    the message says how to fix it; the local scope (this machine's) still installs."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    for argv in (["hooks", "install", "claude-code"], ["mcp", "install", "claude-code"],
+                 ["hooks", "install", "codex"]):  # fmt: skip
+        done = cli(*argv, "--scope", "project", cwd=repo.root)
+        one_line_error(done, "`mem` is not on PATH", "pipx install poimen-memory", "--scope local")
+    assert not (repo.root / ".claude").exists()
+    assert not (repo.root / ".mcp.json").exists()
+    assert not (repo.root / ".codex").exists()
+    done = cli("hooks", "install", "claude-code", cwd=repo.root)
+    assert done.returncode == 0, done.stderr
+    (command,) = our_commands(json.loads(settings_of(repo.root).read_text()), "Stop")
+    assert shlex.split(command)[0] == MEM  # the absolute path: this machine's file
+
+
+def test_project_scope_hook_runs_mem_from_path_and_a_missing_mem_is_shown_not_blocking(
+    cli: Run, repo: FixtureRepo, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = cli("hooks", "install", "claude-code", "--scope", "project", cwd=repo.root)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((repo.root / ".claude" / "settings.json").read_text())
+    (command,) = our_commands(data, "Stop")
+    assert command == f"mem hooks run claude-code{FALLBACK}"
+    assert str(Path(MEM).parent) not in json.dumps(data)
+    # A teammate's machine without mem: exit 1 (Claude Code's non-blocking error; 2 would
+    # keep the agent from stopping) and one line saying why.
+    ran = subprocess.run(
+        command, shell=True, input=payload(tmp_path / "t.jsonl", repo.root), cwd=repo.root,
+        env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=30,
+        check=False,
+    )  # fmt: skip
+    assert ran.returncode == 1
+    assert ran.stdout == ""
+    assert ran.stderr.splitlines()[-1] == (
+        "poimen-memory: the session was not captured: mem failed or is not on PATH (see mem doctor)"
+    )
+
+
+def test_mcp_install_local_scope_is_the_default_under_the_project_in_claude_json(
+    cli: Run, home: Path, repo: FixtureRepo
+) -> None:
+    path = home / ".claude.json"
+    root = str(repo.root.resolve())
+    state = {
+        "numStartups": 12,
+        "projects": {root: {"allowedTools": [], "mcpServers": {"db": {"command": "db-mcp"}}},
+                     "/elsewhere": {"mcpServers": {}}},
+        "theme": "dark",
+    }  # fmt: skip
+    original = json.dumps(state)  # one line, as Claude Code writes it
+    path.write_text(original)
+    path.chmod(0o600)
+    done = cli("mcp", "install", "claude-code", cwd=repo.root / ".")
+    assert done.returncode == 0, done.stderr
+    assert "`claude` is not on PATH" in done.stdout  # written directly, and said so
+    data = json.loads(path.read_text())
+    servers = data["projects"][root]["mcpServers"]
+    assert servers["db"] == {"command": "db-mcp"}
+    assert servers["poimen-memory"] == {"type": "stdio", "command": MEM, "args": ["mcp"]}
+    assert {k: v for k, v in data.items() if k != "projects"} == {
+        k: v for k, v in state.items() if k != "projects"
+    }
+    assert data["projects"]["/elsewhere"] == {"mcpServers": {}}
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert not (repo.root / ".mcp.json").exists()
+    done = cli("mcp", "uninstall", "claude-code", cwd=repo.root)
+    assert done.returncode == 0, done.stderr
+    assert path.read_text() == original  # byte for byte
 
 
 def test_mcp_install_user_scope_keeps_claude_json(cli: Run, home: Path, repo: FixtureRepo) -> None:
@@ -675,14 +772,78 @@ def test_mcp_install_user_scope_keeps_claude_json(cli: Run, home: Path, repo: Fi
     assert done.returncode == 0, done.stderr
     data = json.loads(path.read_text())
     assert {k: v for k, v in data.items() if k != "mcpServers"} == state
-    assert data["mcpServers"]["poimen-memory"]["args"] == ["mcp"]  # no work tree: the session's
+    # No work tree pinned: the server answers for the one each session runs it in.
+    assert data["mcpServers"]["poimen-memory"]["args"] == ["mcp"]
     assert path.stat().st_mode & 0o777 == 0o600
     assert "\n" not in path.read_text().strip()
     assert not (repo.root / ".mcp.json").exists()
+    done = cli("mcp", "uninstall", "claude-code", "--scope", "user", cwd=repo.root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(path.read_text()) == state
 
 
 def test_mcp_install_refuses_a_broken_file(cli: Run, repo: FixtureRepo) -> None:
     path = repo.root / ".mcp.json"
     path.write_text('{"mcpServers": ')
-    one_line_error(cli("mcp", "install", "claude-code", cwd=repo.root), str(path))
+    one_line_error(
+        cli("mcp", "install", "claude-code", "--scope", "project", cwd=repo.root), str(path)
+    )
     assert path.read_text() == '{"mcpServers": '
+
+
+FAKE_CLAUDE = """#!/bin/sh
+# Stands in for Claude Code's CLI: records its arguments and directory, one JSON line a run.
+exec "{python}" -c 'import json, os, sys; print(json.dumps([os.getcwd(), *sys.argv[1:]]))' \
+  "$@" >>"{record}"
+"""
+
+
+@pytest.fixture
+def claude_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_home: dict[str, str]
+) -> Path:
+    """A `claude` on PATH that records how it was run; the file it records to."""
+    bin_dir = tmp_path / "claude-bin"
+    bin_dir.mkdir()
+    record = tmp_path / "claude-runs.jsonl"
+    script = bin_dir / "claude"
+    script.write_text(FAKE_CLAUDE.format(python=sys.executable, record=record))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{in_home['PATH']}")
+    return record
+
+
+def test_mcp_install_goes_through_claude_when_it_is_on_path(
+    cli: Run, home: Path, repo: FixtureRepo, claude_on_path: Path
+) -> None:
+    """Claude Code writes its own ~/.claude.json (a running one would overwrite ours):
+    `claude mcp add-json --scope S` / `claude mcp remove --scope S`, run in the project."""
+    root = str(repo.root.resolve())
+    done = cli("mcp", "install", "claude-code", "--project", "app", cwd=repo.root)
+    assert done.returncode == 0, done.stderr
+    assert "through claude mcp add-json" in done.stdout
+    entry = {"type": "stdio", "command": MEM, "args": ["mcp", "--project", "app"]}
+    (run,) = [json.loads(line) for line in claude_on_path.read_text().splitlines()]
+    assert run[:6] == [root, "mcp", "add-json", "--scope", "local", "poimen-memory"]
+    assert json.loads(run[6]) == entry
+    assert not (home / ".claude.json").exists()  # claude's to write, not ours
+
+    # Ours already there with other arguments (and the user's env): removed, then added again
+    # with the env kept.
+    (home / ".claude.json").write_text(json.dumps(
+        {"projects": {root: {"mcpServers": {"poimen-memory": {**entry, "args": ["mcp"],
+                                                               "env": {"A": "1"}}}}}}
+    ))  # fmt: skip
+    claude_on_path.unlink()
+    done = cli("mcp", "install", "claude-code", "--project", "app", cwd=repo.root)
+    assert done.returncode == 0, done.stderr
+    runs = [json.loads(line) for line in claude_on_path.read_text().splitlines()]
+    assert [r[1:5] for r in runs] == [["mcp", "remove", "--scope", "local"],
+                                      ["mcp", "add-json", "--scope", "local"]]  # fmt: skip
+    assert json.loads(runs[1][6]) == {**entry, "env": {"A": "1"}}
+
+    claude_on_path.unlink()
+    done = cli("mcp", "uninstall", "claude-code", cwd=repo.root)
+    assert done.returncode == 0, done.stderr
+    (run,) = [json.loads(line) for line in claude_on_path.read_text().splitlines()]
+    assert run == [root, "mcp", "remove", "--scope", "local", "poimen-memory"]

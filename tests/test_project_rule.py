@@ -182,7 +182,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, store_dsn: str) -> Scenar
     _git(root, env, "commit", "-q", "-m", "Cap bulk discounts at 30%")
 
     # The user installs the hook, in the work tree, with nothing but the agent's name.
-    first = Scenario(root, env, store_dsn, root / ".claude" / "settings.json", {})
+    first = Scenario(root, env, store_dsn, root / ".claude" / "settings.local.json", {})
     done = first.mem("hooks", "install", "claude-code")
     assert done.returncode == 0, done.stderr
     settings = json.loads(first.settings_file.read_text())

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.gitio import GitError, GitRunner
+from poimen_memory.gitio import GitError, GitRepo, GitRunner
+from poimen_memory.gitio.hooksdir import HooksDir, hooks_dir
 from poimen_memory.settings import Settings
 from poimen_memory.store import IngestListener, Store, connect, embedded_dsn, migrate
 from poimen_memory.store.access import grant_readonly, readonly_grants
@@ -16,10 +17,13 @@ from poimen_memory.store.connection import describe_target, release_embedded, se
 
 __all__ = [
     "ConfigError",
+    "HooksDir",
     "IngestListener",
     "Store",
     "StoreUnavailable",
     "describe_target",
+    "git_hooks_dir",
+    "git_ignores",
     "git_version",
     "grants_for",
     "migrate_store",
@@ -63,6 +67,24 @@ def grants_for(dsn: str, role: str, *, apply: bool) -> list[str]:
     """The GRANT statements a read-only lookup role needs (run, when ``apply``)."""
     with connect(dsn) as conn:
         return (grant_readonly if apply else readonly_grants)(conn, role)
+
+
+def git_hooks_dir(where: Path) -> HooksDir:
+    """Where git runs the hooks of the work tree containing ``where`` (core.hooksPath, else
+    the git directory's), and what that place is; ConfigError when git cannot say."""
+    try:
+        return hooks_dir(where)
+    except GitError as exc:
+        raise ConfigError(f"--repo: {exc}") from None
+
+
+def git_ignores(path: Path) -> bool | None:
+    """Whether git ignores ``path`` in its work tree (None: not in one, or git cannot say)."""
+    try:
+        repo = GitRepo.discover(path.parent)
+        return repo.is_ignored(str(path.resolve().relative_to(repo.root)))
+    except (GitError, ValueError):
+        return None
 
 
 def git_version() -> str:

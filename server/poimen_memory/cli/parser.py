@@ -61,17 +61,24 @@ def _command(
 
 _MCP_INSTALL_EXAMPLES = [
     "mem mcp install claude-code",
-    "mem mcp install claude-code --scope user --dry-run",
-    "mem mcp install claude-code --repo ~/app --project app",
+    "mem mcp install claude-code --scope project --dry-run",
+    "mem mcp install claude-code --scope user --project app",
 ]
 _HOOKS_INSTALL_EXAMPLES = [
     "mem hooks install claude-code",
-    "mem hooks install claude-code --scope user",
-    "mem hooks install claude-code --project app --dry-run",
+    "mem hooks install claude-code --scope project --git-post-commit",
+    "mem hooks install codex --project app --dry-run",
 ]
-_SERVED_TREE = (
-    "the work tree the server answers for (default: the current one; none for --scope user)"
+_CLAUDE_SCOPES = (
+    "local (default): this machine, this project (.claude/settings.local.json; MCP: "
+    "~/.claude.json under the project); project: committed, runs `mem` from PATH "
+    "(.claude/settings.json, .mcp.json); user: this machine, every project (~/.claude/)"
 )
+_HOOK_SCOPES = (
+    "claude-code: " + _CLAUDE_SCOPES + "; codex: user (default, ~/.codex/hooks.json) or "
+    "project (.codex/hooks.json, committed)"
+)
+_AGENTS = ["claude-code", "codex"]
 
 
 def _agent_change(
@@ -79,13 +86,14 @@ def _agent_change(
     agent_help: str,
     scope_help: str,
     *,
+    agents: Sequence[str] = tuple(_AGENTS),
     repo_dest: str = "repo",
     repo_help: str = "the work tree (default: the current one)",
 ) -> None:
     """The arguments of a command that changes an agent's configuration: the agent, the
     scope, the work tree, and --dry-run."""
-    p.add_argument("agent", choices=["claude-code"], help=agent_help)
-    p.add_argument("--scope", choices=["project", "user"], default="project", help=scope_help)
+    p.add_argument("agent", choices=list(agents), help=agent_help)
+    p.add_argument("--scope", choices=["local", "project", "user"], help=scope_help)
     p.add_argument("--repo", dest=repo_dest, metavar="DIR", help=repo_help)
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
 
@@ -218,13 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp_actions = p.add_subparsers(dest="mcp_command", metavar="ACTION", parser_class=_Parser)
     mcp_actions.required = False  # `mem mcp` alone serves
-    # -- mcp install --
+    # -- mcp install / uninstall --
     _agent_change(
         _command(mcp_actions, "install", "add the MCP server to Claude Code's configuration",
                  hk.mcp_install, _MCP_INSTALL_EXAMPLES, project=True),
-        "the agent to configure",
-        "project: .mcp.json at the work tree root (default); user: ~/.claude.json",
-        repo_dest="install_repo", repo_help=_SERVED_TREE,
+        "the agent to configure", _CLAUDE_SCOPES, agents=["claude-code"],
+        repo_dest="install_repo", repo_help="the project (default: the current work tree)",
+    )  # fmt: skip
+    _agent_change(
+        _command(mcp_actions, "uninstall", "remove exactly the entry `mem mcp install` added",
+                 hk.mcp_uninstall,
+                 ["mem mcp uninstall claude-code", "mem mcp uninstall claude-code --scope user"],
+                 dsn=False),
+        "the agent to configure", _CLAUDE_SCOPES, agents=["claude-code"],
+        repo_dest="install_repo", repo_help="the project (default: the current work tree)",
     )  # fmt: skip
     # -- hooks commands --
     p = _command(
@@ -233,39 +248,61 @@ def build_parser() -> argparse.ArgumentParser:
         ["mem hooks install claude-code", "mem hooks status"], dsn=False,
     )  # fmt: skip
     hook_actions = p.add_subparsers(dest="hooks_command", metavar="ACTION", parser_class=_Parser)
-    scope_help = "project: .claude/settings.json in the work tree (default); user: ~/.claude/"
-    install = "make Claude Code ingest each session when it stops or ends"
+    install = "make the agent ingest each session as it stops or ends"
     p = _command(hook_actions, "install", install, hk.hooks_install, _HOOKS_INSTALL_EXAMPLES,
                  project=True)  # fmt: skip
-    _agent_change(p, "the agent to hook into", scope_help)
+    _agent_change(p, "the agent to hook into", _HOOK_SCOPES)
+    p.add_argument(
+        "--git-post-commit",
+        action="store_true",
+        help="also add a git post-commit hook to the work tree's repository that places "
+        "pending anchors after each commit, in the background (a hook there is kept and "
+        "runs after it)",
+    )
     p = _command(
         hook_actions, "uninstall", "remove exactly the hook `mem hooks install` added",
         hk.hooks_uninstall,
-        ["mem hooks uninstall claude-code", "mem hooks uninstall claude-code --scope user"],
+        ["mem hooks uninstall claude-code", "mem hooks uninstall codex --scope project",
+         "mem hooks uninstall claude-code --git-post-commit"],
         dsn=False,
     )  # fmt: skip
-    _agent_change(p, "the agent to unhook", scope_help)
+    _agent_change(p, "the agent to unhook", _HOOK_SCOPES)
+    p.add_argument(
+        "--git-post-commit",
+        action="store_true",
+        help="also remove the git post-commit hook, putting back the one it ran after",
+    )
     p = _command(
         hook_actions, "run",
         "what the hook runs: ingest the transcript named by the JSON on stdin (exits 0, "
         "prints nothing; see `mem hooks status`)",
         hk.hooks_run,
         ["mem hooks run claude-code < payload.json",
-         "mem hooks run claude-code --wait < payload.json"],
+         "mem hooks run codex --wait < payload.json"],
         project=True,
     )  # fmt: skip
-    p.add_argument("agent", choices=["claude-code", "codex"], help="the agent whose hook this is")
+    p.add_argument("agent", choices=_AGENTS, help="the agent whose hook this is")
     p.add_argument(
         "--wait", action="store_true", help="ingest here and now instead of in the background"
     )
+    _command(
+        hook_actions, "post-commit",
+        "what the git post-commit hook runs: place the pending anchors of the work tree here "
+        "(exits 0, prints nothing; see `mem hooks status`)",
+        hk.hooks_post_commit,
+        ["mem hooks post-commit", "mem hooks post-commit --project app"],
+        project=True,
+    )  # fmt: skip
     p = _command(
-        hook_actions, "status", "where the hook is installed, what it runs, its last runs",
+        hook_actions, "status", "where the hooks are installed, what they run, their last runs",
         hk.hooks_status,
         ["mem hooks status", "mem hooks status claude-code --scope user --json"],
         dsn=False, json_output=True,
     )  # fmt: skip
-    p.add_argument("agent", nargs="?", choices=["claude-code"], help="the agent (default: all)")
-    p.add_argument("--scope", choices=["project", "user"], help="one scope (default: both)")
+    p.add_argument("agent", nargs="?", choices=_AGENTS, help="the agent (default: all)")
+    p.add_argument(
+        "--scope", choices=["local", "project", "user"], help="one scope (default: each)"
+    )
     p.add_argument("--repo", metavar="DIR", help="the work tree (default: the current one)")
     p.add_argument("--last", type=int, default=10, help="runs to show (default 10)")
     return parser

@@ -2,7 +2,9 @@
 stops or ends, which ingests the session's transcript; ``mem mcp install`` registers the MCP
 server the same way.
 
-- ``claude``: Claude Code's events and where its settings files are;
+- ``claude``: Claude Code's events and where each scope keeps its settings and MCP servers;
+- ``codex``: the Codex CLI's events and where its hooks files are;
+- ``githook``: the opt-in git post-commit hook that places pending anchors after a commit;
 - ``jsonfile``: reading its JSON settings files and writing them atomically, as a ``Change``;
 - ``installers``: the hook command and the MCP entry, merged into (or removed from) those
   files, every other key, hook and server kept as it was; which project to write into them;
@@ -16,10 +18,12 @@ server the same way.
 The hook never fails the agent: every problem ends up as a line in the log.
 """
 
-from poimen_memory.hooks import claude, installers, payload, run, status
+from poimen_memory.hooks import claude, codex, githook, installers, payload, run, status
 from poimen_memory.hooks.claude import *  # noqa: F403  (the package's API, as listed below)
+from poimen_memory.hooks.codex import *  # noqa: F403
+from poimen_memory.hooks.githook import *  # noqa: F403
 from poimen_memory.hooks.installers import *  # noqa: F403
-from poimen_memory.hooks.jsonfile import Change
+from poimen_memory.hooks.jsonfile import Change, read_json
 from poimen_memory.hooks.payload import *  # noqa: F403
 from poimen_memory.hooks.run import *  # noqa: F403
 from poimen_memory.hooks.state import (
@@ -31,8 +35,18 @@ from poimen_memory.hooks.state import (
 )
 from poimen_memory.hooks.status import *  # noqa: F403
 
-__all__ = ["LOCKS_KEPT_S", "LOG_MAX_BYTES", "Change", "log_path", "read_log", "transcript_locks"]
+__all__ = [
+    "LOCKS_KEPT_S",
+    "LOG_MAX_BYTES",
+    "Change",
+    "log_path",
+    "read_json",
+    "read_log",
+    "transcript_locks",
+]
 __all__ += claude.__all__
+__all__ += codex.__all__
+__all__ += githook.__all__
 __all__ += installers.__all__
 __all__ += payload.__all__
 __all__ += run.__all__
