@@ -12,7 +12,8 @@ for them once a commit after that base holds them:
   run of matched lines is kept only when its text occurs exactly once among them;
 - the kept runs must hold enough of the remembered lines to be them: at least half, and two
   when two or more were remembered, counting only lines with three or more non-blank
-  characters, all within twice the remembered length;
+  characters (on both sides: a remembered blank or brace is not counted as wanted either),
+  all within twice the remembered length;
 - the kept lines are anchored at their origin as at ingest, and the node's pending anchors
   in that file are settled, in the same transaction. Lines that were edited before the
   commit never match: the memory is not shown on what it did not describe.
@@ -324,9 +325,17 @@ def _place(
     lines = [n for first, last in placed for n in range(first, last + 1)]
     if not lines:
         return []
-    count = len(wanted)
+    # Of the remembered lines, those that could prove something: a line whose text is one the
+    # file has as a blank or a brace proves nothing (a changed line counts, unknown as it is).
+    trivial = (
+        set()
+        if significant is None
+        else {h for h, sig in zip(hashes, significant, strict=True) if not sig}
+    )
+    count = max(1, sum(1 for h in wanted if h not in trivial))
     proven = sum(1 for n in lines if significant is None or significant[n - 1])
-    if proven < max((count + 1) // 2, min(count, 2)) or lines[-1] - lines[0] + 1 > 2 * count:
+    span = lines[-1] - lines[0] + 1
+    if proven < max((count + 1) // 2, min(count, 2)) or span > 2 * len(wanted):
         return []
     return placed
 

@@ -1,0 +1,375 @@
+"""The loop as people live it: the agent edits and creates files, its session ends (the hook
+installed with no flags runs with Claude Code's payload), the human commits later, and the
+lines are hovered — by the CLI, the language server and MCP, with no project given.
+
+Variants: the human changes a line before committing (that line has no memory), never commits
+(nothing is placed, and the waiting lines expire), amends and rebases before pushing (placed),
+a subagent made the edit (found, under the parent's query), the session ran in a subdirectory
+or in a linked work tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from lsprotocol import types
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from poimen_memory import hooks
+
+from .claude_sessions import Session, hook_payload
+from .gitrepo import FixtureRepo
+
+MEM = [sys.executable, "-m", "poimen_memory.cli"]
+
+APP = "".join(f"# app line {n}\n" for n in range(1, 21))
+RETRY_LOOP = (
+    "for attempt in range(RETRIES):\n"
+    "    if send(request):\n"
+    "        break\n"
+    "    time.sleep(backoff(attempt))\n"
+)
+RETRY_PY = (
+    "import os\n"
+    "\n"
+    "RETRIES = int(os.environ.get('APP_RETRIES', '3'))\n"
+    "\n"
+    "\n"
+    "def backoff(attempt: int) -> float:\n"
+    "    return min(30.0, 0.5 * 2 ** attempt)\n"
+)
+WHY_EDIT = "Retries on a failed send with exponential backoff, capped at 30 s."
+WHY_NEW = "retry.py reads APP_RETRIES; the backoff doubles from half a second."
+
+
+@dataclass
+class Flow:
+    repo: FixtureRepo
+    home: Path
+    env: dict[str, str]
+    project: str
+
+    def mem(self, *args: str, cwd: Path | None = None, check: bool = True) -> str:
+        done = subprocess.run(
+            [*MEM, *args],
+            cwd=cwd or self.repo.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if check:
+            assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def session(self, cwd: Path | None = None, root: Path | None = None) -> Session:
+        name = f"{uuid.uuid4()}.jsonl"
+        transcript = self.home / ".claude" / "projects" / "-app" / name
+        return Session(root or self.repo.root, transcript, cwd=cwd)
+
+    def hook(self, event: str) -> str:
+        """Our command for ``event``, as the installer wrote it (local scope: the default)."""
+        for name in ("settings.local.json", "settings.json"):
+            path = self.repo.root / ".claude" / name
+            if not path.is_file():
+                continue
+            data = json.loads(path.read_text())
+            for group in data.get("hooks", {}).get(event, []):
+                for hook in group["hooks"]:
+                    if hooks.is_hook_command(hook["command"]):
+                        return str(hook["command"])
+        raise AssertionError(f"no hook of ours for {event}")
+
+    def end(self, session: Session, event: str = "Stop", **extra: Any) -> dict[str, Any]:
+        """Run the installed hook as Claude Code does (a shell, the payload on stdin) and wait
+        for its background run to be logged."""
+        session.save()
+        body = hook_payload(session, event, **extra)
+        done = subprocess.run(
+            self.hook(event),
+            shell=True,
+            input=body,
+            cwd=session.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            runs = [
+                json.loads(line)
+                for log in sorted((self.home / "cache" / "hooks").glob("*.log"))
+                for line in log.read_text().splitlines()
+                if line.startswith("{")
+            ]
+            runs = [r for r in runs if r.get("session") == session.session_id]
+            if any(r.get("event") == event for r in runs):
+                run = [r for r in runs if r.get("event") == event][-1]
+                assert run["outcome"] == "ok", run
+                return run
+            time.sleep(0.1)
+        raise AssertionError(f"no {event} run logged for {session.session_id}")
+
+    def commit(self, message: str) -> str:
+        self.repo.git("add", "-A")
+        return self.repo.commit("human", message, ("Human", "human@example.com"))
+
+    def texts(self, spec: str, cwd: Path | None = None) -> list[str]:
+        """The memories `mem by-git FILE:LINE --json` finds, run in the work tree, no flags."""
+        found = json.loads(self.mem("by-git", spec, "--json", cwd=cwd))
+        return [n["text"] for n in found["nodes"]]
+
+    def shown(self, spec: str, cwd: Path | None = None) -> str:
+        return "\n".join(self.texts(spec, cwd))
+
+
+@pytest.fixture
+def flow(tmp_path: Path, store_dsn: str) -> Flow:
+    name = f"app-{uuid.uuid4().hex[:8]}"
+    repo = FixtureRepo.create(tmp_path / "app", f"git@github.com:org/{name}.git")
+    repo.clock = int(time.time()) - 2 * 3600  # commits an hour apart: the human's next is now
+    repo.write("app.py", APP)
+    repo.write(".gitignore", ".claude/settings.local.json\n")
+    repo.commit("initial", "Initial", ("Fixture", "fixture@test"))
+    home = tmp_path / "home"
+    home.mkdir()
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("POIMEN_", "CLAUDE_"))}
+    env = {
+        **keep,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "POIMEN_CACHE_DIR": str(home / "cache"),
+        "POIMEN_DATA_DIR": str(home / "data"),
+        "POIMEN_CONFIG": str(home / "config.toml"),
+        "POIMEN_DSN": store_dsn,  # the store, from the user's environment: no flag anywhere
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    f = Flow(repo, home, env, name)
+    f.mem("hooks", "install", "claude-code")
+    return f
+
+
+def agent_edits_and_creates(flow: Flow, session: Session) -> None:
+    session.prompt("Retry failed sends with backoff, configurable through APP_RETRIES.")
+    session.edit("app.py", "# app line 10\n", "# app line 10\n" + RETRY_LOOP)
+    session.write("retry.py", RETRY_PY)
+    session.say(f"{WHY_EDIT} {WHY_NEW}")
+
+
+def pending_rows(dsn: str, project: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pending_anchor WHERE project = %s AND expires_at > now()",
+            (project,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# -- the everyday order -----------------------------------------------------------------------
+
+
+async def test_an_edit_and_a_new_file_committed_after_the_session_are_found_everywhere(
+    flow: Flow, store_dsn: str
+) -> None:
+    session = flow.session()
+    agent_edits_and_creates(flow, session)
+    run = flow.end(session, "Stop")
+    assert run["project"] == flow.project  # derived from the repository: no project given
+    assert run["pending_edits"] == 2  # nothing was committed when the session stopped
+    flow.end(session, "SessionEnd")
+    assert pending_rows(store_dsn, flow.project) == 2
+
+    flow.commit("Retry failed sends")  # the human, an hour later
+    lines = (flow.repo.root / "app.py").read_text().splitlines()
+    assert lines[10] == "for attempt in range(RETRIES):"
+    # The CLI, in the work tree, no flags: the edit's lines and the new file's.
+    for spec in ("app.py:11", "app.py:14", "retry.py:3", "retry.py:7"):
+        assert WHY_EDIT in flow.shown(spec), spec
+    # Precision: lines the session did not write show nothing.
+    for spec in ("app.py:10", "app.py:1", "app.py:15"):
+        assert flow.texts(spec) == [], spec
+    assert pending_rows(store_dsn, flow.project) == 0  # settled by the lookups
+
+    # The language server, started as an editor starts it (no project, no DSN in its
+    # settings), shows it on hover.
+    config = ClientServerConfig(server_command=[*MEM, "lsp"], server_env=flow.env)
+    client = await config.start()
+    assert isinstance(client, LanguageClient)
+    try:
+        root = flow.repo.root
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"),
+                root_uri=root.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="app")],
+            )
+        )
+        for rel, line in (("app.py", 12), ("retry.py", 6)):
+            uri = (root / rel).as_uri()
+            client.text_document_did_open(
+                types.DidOpenTextDocumentParams(
+                    types.TextDocumentItem(uri, "python", 1, (root / rel).read_text())
+                )
+            )
+            hover = await client.text_document_hover_async(
+                types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line - 1, 4))
+            )
+            assert hover is not None, (rel, line)
+            assert isinstance(hover.contents, types.MarkupContent)
+            assert "Retries on a failed send" in hover.contents.value
+        plain = await client.text_document_hover_async(
+            types.HoverParams(
+                types.TextDocumentIdentifier((root / "app.py").as_uri()), types.Position(0, 2)
+            )
+        )
+        assert plain is None or "Retries on a failed send" not in str(plain.contents)
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+    # MCP, as an agent asks (started in the work tree, no flags).
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "poimen_memory.cli", "mcp"],
+        env=flow.env,
+        cwd=str(flow.repo.root),
+    )
+    async with Client(params, read_timeout_seconds=60) as mcp:
+        for rel, line in (("app.py", 13), ("retry.py", 3)):
+            result = await mcp.call_tool("why", {"file": rel, "line": line})
+            assert not result.is_error, result
+            (block,) = result.content
+            assert isinstance(block, TextContent)
+            assert "Retries on a failed send" in block.text
+
+
+def test_a_line_the_human_changed_before_committing_has_no_memory(flow: Flow) -> None:
+    session = flow.session()
+    agent_edits_and_creates(flow, session)
+    flow.end(session, "SessionEnd")
+    # The human reviews: the backoff is changed, the rest is kept.
+    path = flow.repo.root / "app.py"
+    path.write_text(path.read_text().replace("backoff(attempt)", "min(5, attempt)"))
+    retry = flow.repo.root / "retry.py"
+    retry.write_text(retry.read_text().replace("0.5 * 2 ** attempt", "2 ** attempt"))
+    flow.commit("Retry failed sends (reviewed)")
+    for spec in ("app.py:11", "app.py:12", "app.py:13", "retry.py:3", "retry.py:6"):
+        assert WHY_EDIT in flow.shown(spec), spec
+    for spec in ("app.py:14", "retry.py:7"):
+        assert flow.texts(spec) == [], spec
+
+
+def test_edits_never_committed_place_nothing_and_expire(flow: Flow, store_dsn: str) -> None:
+    flow.env["POIMEN_PENDING_DAYS"] = "0.0001"  # 8.6 seconds
+    session = flow.session()
+    session.clock = time.time() - 2
+    agent_edits_and_creates(flow, session)
+    assert flow.end(session, "SessionEnd")["pending_edits"] == 2
+    assert pending_rows(store_dsn, flow.project) == 2
+    # Nothing is placed on what HEAD holds while the lines are not committed.
+    assert flow.texts("app.py:11") == []
+    time.sleep(9)
+    flow.commit("Retry failed sends, after the wait")
+    assert flow.texts("app.py:11") == []
+    assert flow.texts("retry.py:3") == []
+    assert pending_rows(store_dsn, flow.project) == 0
+
+
+def test_an_amended_and_rebased_commit_still_gets_the_memory(flow: Flow) -> None:
+    session = flow.session()
+    agent_edits_and_creates(flow, session)
+    flow.end(session, "SessionEnd")
+    flow.commit("wip")
+    flow.repo.git("commit", "--amend", "-m", "Retry failed sends")  # before any lookup
+    # Upstream moved on meanwhile: rebase onto it.
+    first = flow.repo.git("rev-list", "--max-parents=0", "HEAD").strip()
+    flow.repo.git("checkout", "-q", "-b", "upstream", first)
+    flow.repo.write("NOTES.md", "upstream\n")
+    flow.commit("Upstream notes")
+    flow.repo.git("checkout", "-q", "main")
+    flow.repo.git("rebase", "-q", "upstream")
+    for spec in ("app.py:11", "retry.py:3"):
+        assert WHY_EDIT in flow.shown(spec), spec
+    # Amended again after the memory was placed: the rewrite is followed.
+    flow.repo.git("commit", "--amend", "-m", "Retry failed sends, with backoff")
+    assert WHY_EDIT in flow.shown("app.py:12")
+
+
+def test_a_subagents_edit_is_found_under_the_parents_query(flow: Flow, store_dsn: str) -> None:
+    parent = flow.session()
+    asked = parent.prompt("Add retries to sending; delegate the helper module.")
+    child = parent.subagent("write retry helper", "Create retry.py with a backoff helper.")
+    child.write("retry.py", RETRY_PY)
+    child.say(WHY_NEW)
+    child.save()
+    run = flow.end(
+        parent,
+        "SubagentStop",
+        agent_id=child.agent_id,
+        agent_transcript_path=str(child.transcript),
+    )
+    assert run["agent_transcript"] == str(child.transcript)
+    assert run["pending_edits"] == 1
+    parent.finish_task(child, "retry.py is in place.")
+    parent.edit("app.py", "# app line 10\n", "# app line 10\n" + RETRY_LOOP)
+    parent.say(WHY_EDIT)
+    flow.end(parent, "Stop")
+    flow.commit("Retry failed sends")
+    assert WHY_NEW in flow.shown("retry.py:3")
+    assert WHY_EDIT in flow.shown("app.py:11")
+    with psycopg.connect(store_dsn) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT n.query_id, n.run_id FROM memory_node n JOIN git_anchor a"
+            " ON a.project = n.project AND a.node_sha256 = n.sha256"
+            " WHERE n.project = %s AND a.file = 'retry.py'",
+            (flow.project,),
+        ).fetchall()
+    assert rows == [(asked, f"{parent.session_id}/agent-{child.agent_id}")]
+
+
+def test_sessions_in_a_subdirectory_and_in_a_linked_work_tree(flow: Flow, tmp_path: Path) -> None:
+    (flow.repo.root / "src").mkdir()
+    flow.repo.write("src/util.py", "def util():\n    return 1\n")
+    flow.commit("util")
+    session = flow.session(cwd=flow.repo.root / "src")
+    session.prompt("util should return 2")
+    session.edit(
+        "src/util.py", "    return 1\n", "    # two, since the 2026 protocol bump\n    return 2\n"
+    )
+    session.say("util returns 2 since the protocol bump.")
+    flow.end(session, "Stop")
+    flow.commit("util returns 2")
+    assert "protocol bump" in flow.shown("util.py:2", cwd=flow.repo.root / "src")
+
+    tree = tmp_path / "feature-tree"
+    flow.repo.git("worktree", "add", "-q", "-b", "feature", str(tree))
+    other = flow.session(root=tree)
+    other.prompt("Feature: log each retry")
+    other.edit("app.py", "# app line 5\n", "# app line 5\nlog.info('retrying')\n")
+    other.say("Each retry is logged at info level.")
+    flow.end(other, "Stop")
+    subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(tree), "-c", "user.name=Human", "-c", "user.email=h@example.com",
+         "commit", "-q", "-m", "log retries"],
+        check=True,
+    )  # fmt: skip
+    assert "logged at info level" in flow.shown("app.py:6", cwd=tree)
+    assert flow.texts("app.py:6") == []  # the main work tree does not have that commit
