@@ -373,3 +373,47 @@ def test_sessions_in_a_subdirectory_and_in_a_linked_work_tree(flow: Flow, tmp_pa
     )  # fmt: skip
     assert "logged at info level" in flow.shown("app.py:6", cwd=tree)
     assert flow.texts("app.py:6") == []  # the main work tree does not have that commit
+
+
+# -- each tool's entry, as Claude Code writes it ----------------------------------------------
+
+LIB = "".join(f"value_{n} = {n}\n" for n in range(1, 13))
+NOTEBOOK = {
+    "cells": [
+        {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+         "outputs": [], "source": ["total = 1\n", "print(total)\n"]},
+    ],
+    "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+}  # fmt: skip
+
+
+def test_each_edit_tool_claude_code_writes_is_anchored_as_it_changed_the_file(
+    flow: Flow,
+) -> None:
+    flow.repo.write("lib.py", LIB)
+    flow.repo.write("nb.ipynb", json.dumps(NOTEBOOK, indent=1) + "\n")
+    flow.commit("lib and notebook")
+    session = flow.session()
+    session.prompt("Tidy lib.py and app.py; make the notebook's total 2.")
+    new_lib = LIB.replace("value_3 = 3\n", "value_3 = 3  # the third, kept for v1 clients\n")
+    session.write("lib.py", new_lib.replace("value_9 = 9\n", "value_9 = 90  # scaled by ten\n"))
+    session.multi_edit(
+        "app.py",
+        [
+            ("# app line 4\n", "# app line 4\nTIMEOUT_S = 12  # the proxy gives up at 15\n"),
+            ("# app line 17\n", "# app line 17\nLIMIT = 64  # per tenant\n"),
+        ],
+    )
+    session.failed_edit("app.py", "# no such line\n", "NEVER = 'written'\n")
+    session.notebook_edit("nb.ipynb", "c1", "total = 2\nprint(total)\n")
+    session.say("Each change keeps v1 clients working: timeouts under the proxy's 15 s.")
+    run = flow.end(session, "Stop")
+    assert run["pending_edits"] >= 3, run
+    flow.commit("Tidy")
+    why = "keeps v1 clients working"
+    for spec in ("lib.py:3", "lib.py:9", "app.py:5", "app.py:19"):
+        assert why in flow.shown(spec), spec
+    # Lines the calls did not change, and the notebook (its cells are JSON strings, not the
+    # lines the agent wrote): nothing.
+    for spec in ("lib.py:6", "lib.py:1", "app.py:4", "app.py:18", "nb.ipynb:5"):
+        assert flow.texts(spec) == [], spec
