@@ -30,17 +30,19 @@ from poimen_memory.cli import build_parser, main
 from poimen_memory.cli.mcp_commands import mcp_serve
 from poimen_memory.domain import ProjectId
 from poimen_memory.lookup import (
-    ByAuthorRequest,
-    ByCommitRequest,
     ByGitRequest,
     LookupResponse,
     LookupResult,
-    QueryRequest,
-    RememberRequest,
     RememberResponse,
     build_service,
 )
-from poimen_memory.mcpserver import MemoryTools, create_server
+from poimen_memory.mcpserver import (
+    ANSWER_TEXT_LIMIT,
+    MemoryTools,
+    bounded,
+    create_server,
+    tool_input_schema,
+)
 from poimen_memory.operations import OPERATIONS, Services
 from poimen_memory.store import Store
 
@@ -137,38 +139,67 @@ def cites(result: CallToolResult) -> list[str]:
 # -- the tools listed -------------------------------------------------------------------------
 
 
-REQUESTS = {
-    "by_git": ByGitRequest,
-    "by_commit": ByCommitRequest,
-    "by_author": ByAuthorRequest,
-    "query": QueryRequest,
-    "remember": RememberRequest,
-}
+def _nodes(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every schema object inside ``schema``, itself included."""
+    if isinstance(schema, dict):
+        yield schema
+        for value in schema.values():
+            yield from _nodes(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _nodes(value)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_tools_are_listed_with_the_request_models_schemas(world: World, mode: str) -> None:
     """Both protocol eras (2026 discovery and the initialize handshake) list the same tools,
-    each with its request model's JSON Schema as input and the response model's as output."""
+    each with its request model's JSON Schema as input, in the shape every client reads (each
+    parameter one plain type and a description, no null branch, no $ref, nothing else
+    allowed), and the response model's as output."""
     async with stdio(world, *world.serve_args(), mode=mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert client.instructions is not None
         assert "(commit abc1234)" in client.instructions
+        assert f"at most {ANSWER_TEXT_LIMIT:,} characters" in client.instructions
     assert list(tools) == [op.mcp_tool for op in OPERATIONS]
     assert list(tools)[:6] == ["why", "by_git", "by_commit", "by_author", "query", "remember"]
-    for name, model in REQUESTS.items():
-        assert tools[name].input_schema == model.model_json_schema(), name
-    by_git = ByGitRequest.model_json_schema()
-    why = tools["why"].input_schema
-    assert set(why["properties"]) == {"project", "file", "line", "lines", "repo", "history"}
+    for op in OPERATIONS:
+        given = tools[op.mcp_tool].input_schema
+        model = op.request.model_json_schema()
+        assert given == tool_input_schema(op.request), op.name
+        assert given["type"] == "object"
+        assert given["additionalProperties"] is False, op.name
+        assert list(given["properties"]) == list(op.request.model_fields), op.name
+        assert given["required"] == model.get("required", []), op.name
+        for name, prop in given["properties"].items():
+            assert prop["description"] == model["properties"][name]["description"]
+            assert isinstance(prop["type"], str), (op.name, name, prop)
+            if op.request.model_fields[name].default is None and name not in given["required"]:
+                assert "default" not in prop, (op.name, name)  # left out: what null meant
+        for node in _nodes(given):
+            assert not {"anyOf", "oneOf", "$ref", "$defs", "prefixItems"} & set(node), op.name
+            assert node.get("type") != "null", op.name
+    why = tools["why"].input_schema["properties"]
+    assert why["line"] == {
+        "type": "integer", "minimum": 1, "maximum": 2**31 - 1, "title": "Line",
+        "description": "A line (1-based) as the work tree has it now.",
+    }  # fmt: skip
+    assert why["lines"]["type"] == "array"
+    assert why["lines"]["items"] == {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
+    assert (why["lines"]["minItems"], why["lines"]["maxItems"]) == (2, 2)
+    assert (why["history"]["type"], why["history"]["default"]) == ("integer", 0)
+    assert tools["by_commit"].input_schema["properties"]["limit"]["default"] == 500
+    assert tools["blame"].input_schema["properties"]["verify"]["default"] is False
+    by_git = tools["by_git"].input_schema["properties"]
     for field in ("project", "file", "repo", "lines"):
-        assert why["properties"][field] == by_git["properties"][field], field
-    assert why["required"] == ["file"]
+        assert why[field] == by_git[field], field
+    assert tools["why"].input_schema["required"] == ["file"]
     assert tools["by_git"].input_schema["required"] == ["file"]
     assert tools["by_commit"].input_schema["required"] == ["commit_sha"]
     assert tools["by_author"].input_schema["required"] == ["author"]
     assert tools["query"].input_schema["required"] == ["query"]
-    assert set(tools["remember"].input_schema["required"]) == {"text", "file"}
+    assert tools["remember"].input_schema["required"] == ["text", "file"]
+    assert tools["status"].input_schema["required"] == []
     for op in OPERATIONS:
         tool = tools[op.mcp_tool]
         assert tool.output_schema == op.response.model_json_schema(), op.name
@@ -177,6 +208,33 @@ async def test_tools_are_listed_with_the_request_models_schemas(world: World, mo
             assert "file:line (commit abc1234)" in tool.description, op.name
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is (not op.writes), op.name
+
+
+async def test_an_argument_left_out_is_what_null_was(world: World) -> None:
+    """The schema no longer says `null`; a client that sends it still gets what leaving the
+    argument out gets, and a number in a string is refused in the same words as elsewhere."""
+    async with stdio(world, *world.serve_args()) as client:
+        for tool, arguments in [
+            ("why", {"file": "src/kong/buffer.rs", "line": 42}),
+            ("by_git", {"file": "src/kong/buffer.rs"}),
+            ("by_commit", {"commit_sha": world.kong.commits["abc123"]}),
+            ("query", {"query": "buffer"}),
+            ("blame", {"file": "src/kong/buffer.rs"}),
+        ]:
+            op = next(o for o in OPERATIONS if o.mcp_tool == tool)
+            nulls = {
+                name: None
+                for name, info in op.request.model_fields.items()
+                if info.default is None and name not in arguments
+            }
+            assert nulls, tool
+            left_out = await client.call_tool(tool, arguments)
+            sent_null = await client.call_tool(tool, {**arguments, **nulls})
+            assert not left_out.is_error, text_of(left_out)
+            assert sent_null.structured_content == left_out.structured_content, tool
+            assert text_of(sent_null) == text_of(left_out), tool
+        message = await refused(client, "why", {"file": "src/kong/buffer.rs", "line": "42"})
+        assert message == "line: expected an integer, got '42'"
 
 
 # -- the tools on a real repository -----------------------------------------------------------
@@ -519,6 +577,63 @@ async def test_remember_on_lines_edited_before_their_commit_is_not_shown_on_them
             assert evidence not in text_of(why)
         ranged = await call(client, "why", {"file": "src/kong/handler.rs", "lines": [1, 6]})
         assert ranged.structured_content["nodes"] == []
+
+
+# -- the text's limit --------------------------------------------------------------------------
+
+
+def test_a_text_over_the_limit_is_cut_after_a_whole_memory_and_says_so() -> None:
+    assert bounded("short\n", 100) == "short\n"
+    memories = [f"L0 · memory {i}\n   src/app.py:{i} (commit 1a2b3c4)\n" for i in range(400)]
+    whole = "\n".join(memories)
+    cut = bounded(whole, 2000)
+    assert len(cut) <= 2000
+    shown, note = cut.split("\n\n[cut: ")
+    assert whole.startswith(shown + "\n\n")  # ends after a whole memory and its citation
+    assert shown.endswith("(commit 1a2b3c4)")
+    rest = len(whole) - len(shown)
+    assert note == (
+        f"this text is limited to 2,000 characters; {rest:,} more are not shown. The "
+        "structured content has the whole answer; or ask for fewer lines, a smaller "
+        "`limit`, or the next page by `cursor`.]\n"
+    )
+    one_line = bounded("x" * 5000, 1000)  # no line end to cut at
+    assert len(one_line) <= 1000
+    assert one_line.startswith("x" * 500)
+
+
+async def test_the_text_of_a_long_answer_is_bounded_and_the_structure_is_whole(
+    fresh: tuple[World, FixtureRepo],
+) -> None:
+    """Many memories on one line: the text stops at the limit after a whole memory and says
+    so; every memory is in the structured content, whole."""
+    world, repo = fresh
+    paragraph = "The retry budget is shared by every upstream call in this handler. " * 4
+    rows = [
+        {"type": "node", "id": f"n{i}", "level": "L0", "query_id": "q-many",
+         "text": f"Finding {i}: {paragraph}", "created_at": f"2026-08-20T07:{i // 60:02}:{i % 60:02}Z",
+         "anchors": [{"file": "src/kong/handler.rs", "line": 10}]}
+        for i in range(200)
+    ]  # fmt: skip
+    src = world.root / f"many-{uuid.uuid4().hex[:8]}.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    target = ("--repo", str(repo.root), "--project", world.project, "--dsn", world.dsn)
+    done = world.mem("ingest", str(src), *target)
+    assert done.returncode == 0, done.stderr
+    async with stdio(world, *world.serve_args(repo)) as client:
+        why = await call(client, "why", {"file": "src/kong/handler.rs", "line": 10})
+    text = text_of(why)
+    assert len(text) <= ANSWER_TEXT_LIMIT
+    assert text.startswith("200 memories for src/kong/handler.rs:10")
+    shown, note = text.split("\n\n[cut: ")
+    assert note.startswith(f"this text is limited to {ANSWER_TEXT_LIMIT:,} characters")
+    whole = world.mem("why", "src/kong/handler.rs:10", *target)  # the CLI: the whole text
+    assert whole.returncode == 0, whole.stderr
+    assert len(whole.stdout) > ANSWER_TEXT_LIMIT
+    assert whole.stdout.startswith(shown + "\n\n")  # cut after a whole memory
+    assert f"{len(whole.stdout) - len(shown):,} more are not shown" in note
+    stored = {n["text"] for n in why.structured_content["nodes"]}
+    assert {r["text"] for r in rows} <= stored
 
 
 async def test_an_agent_remembers_through_mcp_and_a_developer_sees_it_on_hover(

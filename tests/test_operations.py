@@ -28,6 +28,7 @@ from poimen_memory.errors import ErrorKind
 from poimen_memory.http import STATUS
 from poimen_memory.lsp import commands
 from poimen_memory.lsp.lookups import ERROR_CODES
+from poimen_memory.mcpserver import tool_input_schema
 from poimen_memory.operations import OPERATIONS, Operation, operation
 
 from .gitrepo import ALICE
@@ -242,12 +243,18 @@ async def test_every_surface_offers_every_operation_with_the_same_schema(
         assert named == set(op.request.model_fields), op.name
         answer = route["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
         assert answer.rsplit("/", 1)[-1] == op.response.__name__, op.name
-    # MCP: a tool per operation whose schemas are the models' own.
+    # MCP: a tool per operation whose schemas are the models' own (the input in the shape
+    # every client reads: the same fields, required ones and descriptions, one plain type each).
     async with stdio(world, *world.serve_args()) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     for op in OPERATIONS:
         tool = tools[op.mcp_tool]
-        assert tool.input_schema == op.request.model_json_schema(), op.name
+        model = op.request.model_json_schema()
+        assert tool.input_schema == tool_input_schema(op.request), op.name
+        assert list(tool.input_schema["properties"]) == list(model["properties"]), op.name
+        assert tool.input_schema["required"] == model.get("required", []), op.name
+        for name, prop in tool.input_schema["properties"].items():
+            assert prop["description"] == model["properties"][name]["description"], name
         assert tool.output_schema == op.response.model_json_schema(), op.name
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is (not op.writes), op.name
