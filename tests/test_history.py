@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -663,6 +664,96 @@ def test_h13c_reference_hook_new_file(scene: Scene) -> None:
     seen = scene.sweep()
     scene.expect(seen, "hook-new-file", {"src/report.rs": hits})
     expect_found_normally(seen, "hook-new-file")
+
+
+def _edit_right_after_the_file_was_created(scene: Scene) -> tuple[str, list[str], list[str]]:
+    """R creates the file; the agent inserts three lines at 7-9 of the work tree on top of it
+    (the hook records R and those positions). R's own lines sat at 7-9 before."""
+    repo = scene.repo
+    put(repo, APP, base("w"))
+    r = repo.commit("R", "Initial app", CAROL)
+    at_r = repo.lines(APP)
+    agent = [
+        "    let quota = Quota::for_tenant(tenant);",
+        "    quota.check(request.size())?;",
+        "    quota.record(request.size());",
+    ]
+    put(repo, APP, at_r[:6] + agent + at_r[6:])
+    return r, agent, at_r
+
+
+def test_h13e_hook_edit_right_after_the_commit_that_touched_those_positions(
+    scene: Scene,
+) -> None:
+    """Both readings are possible (R produced lines 7-9 of R, and the commit of the edit
+    produced 7-9 of its own); the record was written before that commit: the hook's."""
+    repo = scene.repo
+    r, agent, at_r = _edit_right_after_the_file_was_created(scene)
+    record = trace(r, APP, [(7, 9)], "hook-after-create", repo.clock + 600)
+    repo.commit("C", "Quota per tenant", ALICE)
+    summary = scene.ingest([record], fmt="agent-trace")
+    assert summary["unanchored_edits"] == 0
+    assert texts_at(repo, APP, {7, 8, 9}) == agent
+    assert texts_at(repo, APP, {10, 11, 12}) == at_r[6:9]  # R's lines, moved down
+    seen = scene.sweep()
+    scene.expect(seen, "hook-after-create", {APP: {7, 8, 9}})
+
+
+def test_h13f_hook_edit_ingested_before_its_commit_waits_for_it(scene: Scene) -> None:
+    repo = scene.repo
+    repo.clock = int(time.time()) - 7200  # a session of today: its edits wait for days
+    r, agent, _ = _edit_right_after_the_file_was_created(scene)
+    record = trace(r, APP, [(7, 9)], "hook-before-commit", repo.clock + 600)
+    summary = scene.ingest([record], fmt="agent-trace")  # the work tree holds the edit
+    assert (summary["anchors"], summary["pending_edits"]) == (0, 1)
+    repo.commit("C", "Quota per tenant", ALICE)
+    where = ("--project", scene.project.value, "--repo", str(repo.root))
+    done = scene.mem("db", "resolve-pending", *where)
+    assert done.returncode == 0, done.stderr
+    seen = scene.sweep()
+    scene.expect(seen, "hook-before-commit", {APP: {7, 8, 9}})
+    assert texts_at(repo, APP, {7, 8, 9}) == agent
+
+
+def test_h13g_a_record_written_after_a_later_commit_names_its_revisions_lines(
+    scene: Scene,
+) -> None:
+    """The other order of evidence: R produced lines 7-9; a later commit L rewrote what sits
+    at 7-9 (inserting above them); the record, written after L, names R: R's lines, where
+    they are now, not L's."""
+    repo = scene.repo
+    put(repo, APP, base("v"))
+    repo.commit("initial", "Initial app", CAROL)
+    mine = ["    let v_a = 1;", "    let v_b = 2;", "    let v_c = 3;"]
+    lines = repo.lines(APP)
+    put(repo, APP, lines[:6] + mine + lines[9:])
+    r = repo.commit("R", "Three values", ALICE)
+    insert(repo, APP, 6, ["    // later: a guard", "    guard()?;", "    // and its note"])
+    repo.commit("L", "Guard", BOB)
+    record = trace(r, APP, [(7, 9)], "spec-after-later", repo.clock + 60)
+    summary = scene.ingest([record], fmt="agent-trace")
+    assert summary["unanchored_edits"] == 0
+    assert texts_at(repo, APP, {10, 11, 12}) == mine
+    seen = scene.sweep()
+    scene.expect(seen, "spec-after-later", {APP: {10, 11, 12}})
+
+
+def test_h13h_hook_edit_the_human_moved_before_committing_is_left_unanchored(
+    scene: Scene,
+) -> None:
+    """Written before L, but L does not hold the recorded lines at those positions (the
+    human rewrote them and added a line above): neither reading is certain, so nothing is
+    placed, above all not on R's lines that sat there."""
+    repo = scene.repo
+    r, _, at_r = _edit_right_after_the_file_was_created(scene)
+    record = trace(r, APP, [(7, 9)], "hook-moved", repo.clock + 600)
+    reviewed = [*at_r[:1], "    // reviewed", *at_r[1:6], "    quota(tenant)?;", *at_r[6:]]
+    put(repo, APP, reviewed)
+    repo.commit("C", "Quota, reviewed", ALICE)
+    summary = scene.ingest([record], fmt="agent-trace")
+    assert (summary["anchors"], summary["unanchored_edits"]) == (0, 1)
+    seen = scene.sweep()
+    assert shown(seen, "hook-moved") == {}
 
 
 def test_h13d_reference_hook_change_never_committed(scene: Scene) -> None:

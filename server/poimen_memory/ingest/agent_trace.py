@@ -146,7 +146,7 @@ def _record(
                     node,
                     source,
                     [],
-                    [TraceRange(file, a, b, revision, h) for a, b, h in ranges],
+                    [TraceRange(file, a, b, revision, h, created) for a, b, h in ranges],
                 )
             )
     parsed.drafts.extend(drafts)

@@ -12,15 +12,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from poimen_memory.domain import CommitSha, is_commit_prefix
 from poimen_memory.gitio import Blame, BlameLine, GitError, GitRepo
+from poimen_memory.gitio.files import read_regular_file
 from poimen_memory.ingest.model import LinesAtCommit, LinesAtHead, TextAtHead, TraceRange, WholeFile
 
 __all__ = ["EDIT_CLOCK_SKEW", "BadRequest", "Gathered", "Run", "resolve"]
 
 
+# A work-tree file larger than this is not read for an Agent Trace range's lines.
+MAX_WORK_TREE_FILE = 8 << 20
 # An edit's lines count as produced by it only if committed no earlier than this before it.
 EDIT_CLOCK_SKEW = timedelta(minutes=2)
 
@@ -128,27 +131,103 @@ def resolve(request: object, git: Gathered) -> list[Run]:
 
 
 def _place_trace(request: TraceRange, git: Gathered) -> list[Run]:
-    """An Agent Trace range at revision R: at R when blame at R says R produced its lines (as
-    the spec describes ranges); else, as the spec's reference hook writes them (positions in
-    the work tree on top of R, committed later), at the first later commit on HEAD's history
-    that touched the file, when blame there says that commit produced the lines at those
-    positions. The content hash, when given in a known form, must match too. Otherwise the
-    range is left unanchored and counted: never placed on lines it did not produce."""
+    """An Agent Trace range at revision R, placed by what the record and the repository say.
+
+    It may be read two ways: as the specification describes ranges (lines R produced, at
+    their positions in R), or as its reference hook writes them (positions in the work tree
+    edited on top of R, committed later, by L: the first later commit on HEAD's history that
+    touched the file). Each reading is possible when blame says its commit produced every
+    line at those positions. When both are, or the record says more, the evidence decides:
+
+    - a ``sha256:`` content hash names the text: a reading whose text differs is out;
+    - the record's timestamp: written after L was made, it names R for R's own lines (the
+      hook would have named L); written before L, while the work tree held what L commits,
+      it is the hook's;
+    - with no later commit yet, a work tree whose lines at those positions differ from R's
+      holds the record's lines, not committed: they wait for their commit (pending).
+
+    What stays ambiguous is left unanchored and counted: never placed on lines it may not
+    have produced."""
     revision = git.commit(request.revision, "vcs.revision")
-    if (revision, request.file) in git.present:
-        placed = _produced_by(request, revision, git)
-        if placed is not None:
-            return placed
+    at_r = _produced_by(request, revision, git) if (revision, request.file) in git.present else None
     try:
         later = git.repo.next_commit_touching(request.file, revision, git.head)
     except GitError:
         later = None
-    if later is not None:
-        placed = _produced_by(request, later, git)
-        if placed is not None:
-            return placed
+    if later is None:
+        work = _work_tree_lines(request, git)
+        if work is not None and work != _lines_of(git, revision, request):
+            git.waiting.append(_waiting(request, work))
+            return []
+        return _placed(at_r, git)
+    at_later = _produced_by(request, later, git)
+    written = request.recorded_at
+    if written is None:
+        # No time to tell the readings apart: only one that is possible.
+        return _placed(at_r if at_later is None else at_later if at_r is None else None, git)
+    if written >= _commit_time(git, request.file, later):
+        return _placed(at_r, git)  # a record made after L that names R is about R's lines
+    if at_later is not None:
+        return _placed(at_later, git)
+    # Written before L, and L does not hold those lines there: R's reading stands only where
+    # L kept R's lines at the same positions (the hook's would then have them unchanged).
+    if at_r is not None and _kept_in_place(request, revision, later, git):
+        return _placed(at_r, git)
     git.unlocated += 1
     return []
+
+
+def _placed(runs: list[Run] | None, git: Gathered) -> list[Run]:
+    if runs is None:
+        git.unlocated += 1
+        return []
+    return runs
+
+
+def _commit_time(git: Gathered, file: str, commit: CommitSha) -> datetime:
+    return git.blame_at(file, commit).commits[commit].author_time
+
+
+def _kept_in_place(
+    request: TraceRange, revision: CommitSha, later: CommitSha, git: Gathered
+) -> bool:
+    """Whether ``later`` has R's lines of the range unchanged at the same positions."""
+    try:
+        blame = git.blame_at(request.file, later)
+    except BadRequest:
+        return False
+    lines = blame.lines[request.start - 1 : request.end]
+    return len(lines) == request.end - request.start + 1 and all(
+        o.commit == revision and o.orig_line == o.line for o in lines
+    )
+
+
+def _lines_of(git: Gathered, commit: CommitSha, request: TraceRange) -> list[str] | None:
+    try:
+        data = git.repo.blob(commit, request.file)
+    except GitError:
+        return None
+    lines = data.decode("utf-8", "surrogateescape").split("\n")
+    return lines[request.start - 1 : request.end] if request.end <= len(lines) else None
+
+
+def _work_tree_lines(request: TraceRange, git: Gathered) -> list[str] | None:
+    """The range's lines in the work tree now (None: no such file or lines, or not a regular
+    file of the work tree)."""
+    root = git.repo.root
+    data = read_regular_file(root, root / request.file, MAX_WORK_TREE_FILE)
+    if data is None:
+        return None
+    lines = data.decode("utf-8", "surrogateescape").split("\n")
+    if request.end > len(lines) or (request.end == len(lines) and lines[-1] == ""):
+        return None
+    return lines[request.start - 1 : request.end]
+
+
+def _waiting(request: TraceRange, lines: list[str]) -> TextAtHead:
+    """The range's work-tree lines as an edit waiting for its commit."""
+    when = request.recorded_at or datetime.now(UTC)
+    return TextAtHead(request.file, "\n".join(lines), when, (tuple(lines),))
 
 
 def _produced_by(request: TraceRange, commit: CommitSha, git: Gathered) -> list[Run] | None:

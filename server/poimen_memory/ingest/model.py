@@ -110,6 +110,7 @@ class TraceRange:
     end: int
     revision: str
     content_hash: str | None = None
+    recorded_at: datetime | None = None  # the record's timestamp
 
 
 AnchorRequest = LinesAtCommit | LinesAtHead | WholeFile | TextAtHead | TraceRange
