@@ -302,7 +302,8 @@ class Settings(BaseSettings):
         default=14.0,
         gt=0,
         le=3650,
-        description="Days lines remembered before they were committed wait for their commit.",
+        description="Days lines not committed yet (remembered, or written in an agent's "
+        "session) wait for their commit.",
     )
     hover: HoverSection = Field(default_factory=HoverSection, description=HoverSection.__doc__)
     code_lens: CodeLensSection = Field(
