@@ -144,7 +144,6 @@ def flow(tmp_path: Path, store_dsn: str) -> Flow:
     repo = FixtureRepo.create(tmp_path / "app", f"git@github.com:org/{name}.git")
     repo.clock = int(time.time()) - 2 * 3600  # commits an hour apart: the human's next is now
     repo.write("app.py", APP)
-    repo.write(".gitignore", ".claude/settings.local.json\n")
     repo.commit("initial", "Initial", ("Fixture", "fixture@test"))
     home = tmp_path / "home"
     home.mkdir()
@@ -277,19 +276,50 @@ def test_a_line_the_human_changed_before_committing_has_no_memory(flow: Flow) ->
 
 
 def test_edits_never_committed_place_nothing_and_expire(flow: Flow, store_dsn: str) -> None:
-    flow.env["POIMEN_PENDING_DAYS"] = "0.0001"  # 8.6 seconds
+    flow.env["POIMEN_PENDING_DAYS"] = "1"
     session = flow.session()
-    session.clock = time.time() - 2
+    session.clock = time.time() - 86400 + 20  # made a day ago, less 20 s: they expire soon
     agent_edits_and_creates(flow, session)
     assert flow.end(session, "SessionEnd")["pending_edits"] == 2
     assert pending_rows(store_dsn, flow.project) == 2
     # Nothing is placed on what HEAD holds while the lines are not committed.
     assert flow.texts("app.py:11") == []
-    time.sleep(9)
+    with psycopg.connect(store_dsn) as conn:
+        row = conn.execute(
+            "SELECT max(expires_at) - now() FROM pending_anchor WHERE project = %s",
+            (flow.project,),
+        ).fetchone()
+    assert row is not None
+    time.sleep(max(0.0, row[0].total_seconds()) + 0.5)
     flow.commit("Retry failed sends, after the wait")
     assert flow.texts("app.py:11") == []
     assert flow.texts("retry.py:3") == []
     assert pending_rows(store_dsn, flow.project) == 0
+    # A session older than pending_days when it is ingested waits for nothing.
+    old = flow.session()
+    old.clock = time.time() - 3 * 86400
+    old.prompt("Add a banner")
+    old.edit("app.py", "# app line 2\n", "# app line 2\nprint('banner: welcome')\n")
+    old.say("A banner greets the user.")
+    run = flow.end(old, "Stop")
+    assert (run["pending_edits"], pending_rows(store_dsn, flow.project)) == (0, 0)
+    flow.commit("Banner")
+    assert flow.texts("app.py:3") == []
+
+
+def test_installed_with_no_flags_no_committed_file_holds_a_path_of_this_machine(
+    flow: Flow,
+) -> None:
+    flow.mem("mcp", "install", "claude-code")
+    tracked = flow.repo.git("ls-files", "--others", "--cached", "--exclude-standard")
+    mine = str(Path(sys.executable).parent)
+    for rel in tracked.splitlines():
+        text = (flow.repo.root / rel).read_text(errors="replace")
+        assert mine not in text, rel
+        assert str(flow.home) not in text, rel
+    local = json.loads((flow.repo.root / ".claude" / "settings.local.json").read_text())
+    assert local["hooks"]["Stop"], local
+    assert flow.repo.git("check-ignore", ".claude/settings.local.json").strip()
 
 
 def test_an_amended_and_rebased_commit_still_gets_the_memory(flow: Flow) -> None:
@@ -417,3 +447,24 @@ def test_each_edit_tool_claude_code_writes_is_anchored_as_it_changed_the_file(
     # lines the agent wrote): nothing.
     for spec in ("lib.py:6", "lib.py:1", "app.py:4", "app.py:18", "nb.ipynb:5"):
         assert flow.texts(spec) == [], spec
+
+
+def test_the_local_settings_file_is_ignored_in_this_clone_only_and_never_through_a_link(
+    flow: Flow, tmp_path: Path
+) -> None:
+    # The fixture's install (no flags) made git ignore the local settings here, uncommitted.
+    exclude = flow.repo.root / ".git" / "info" / "exclude"
+    assert "/.claude/settings.local.json" in exclude.read_text()
+    assert flow.repo.git("status", "--porcelain").strip() == ""
+    # A clone whose info/exclude is a link to a file elsewhere: that file is never written.
+    other = FixtureRepo.create(tmp_path / "other", "git@github.com:org/other.git")
+    other.write("a.txt", "a\n")
+    other.commit("initial", "Initial", ("Fixture", "fixture@test"))
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    link = other.root / ".git" / "info" / "exclude"
+    link.unlink(missing_ok=True)
+    link.symlink_to(outside)
+    said = flow.mem("hooks", "install", "claude-code", cwd=other.root)
+    assert outside.read_text() == "keep\n"
+    assert "git does not ignore" in said, said

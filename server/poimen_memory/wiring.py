@@ -9,7 +9,7 @@ from pathlib import Path
 
 from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.gitio import GitError, GitRepo, GitRunner
-from poimen_memory.gitio.hooksdir import HooksDir, hooks_dir
+from poimen_memory.gitio.hooksdir import HooksDir, exclude_locally, hooks_dir
 from poimen_memory.settings import Settings
 from poimen_memory.store import IngestListener, Store, connect, embedded_dsn, migrate
 from poimen_memory.store.access import grant_readonly, readonly_grants
@@ -22,6 +22,7 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "describe_target",
+    "git_exclude_locally",
     "git_hooks_dir",
     "git_ignores",
     "git_version",
@@ -76,6 +77,15 @@ def git_hooks_dir(where: Path) -> HooksDir:
         return hooks_dir(where)
     except GitError as exc:
         raise ConfigError(f"--repo: {exc}") from None
+
+
+def git_exclude_locally(path: Path) -> Path | None:
+    """Make git ignore ``path`` in this clone only (its ``info/exclude``); the file changed,
+    or None when git ignores it already or it cannot be done."""
+    try:
+        return exclude_locally(path)
+    except (GitError, ValueError):
+        return None
 
 
 def git_ignores(path: Path) -> bool | None:

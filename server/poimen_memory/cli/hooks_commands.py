@@ -28,7 +28,7 @@ from poimen_memory.hooks.state import write_log
 from poimen_memory.lookup import LookupFailed, ProjectChoice, decide_project, identity_of
 from poimen_memory.operations import OPERATIONS
 from poimen_memory.settings import load_settings, redact_dsn
-from poimen_memory.wiring import git_hooks_dir, git_ignores
+from poimen_memory.wiring import git_exclude_locally, git_hooks_dir, git_ignores
 
 __all__ = [
     "hooks_install",
@@ -115,13 +115,17 @@ def hooks_missing_command(args: argparse.Namespace) -> int:
 
 
 def _local_note(path: Path) -> list[str]:
-    """A local settings file git would commit: say so (it holds this machine's path)."""
-    if git_ignores(path) is False:
-        return [
-            f"note: git does not ignore {path}; it holds this machine's path to mem: add "
-            f"{path.name} to .gitignore"
-        ]
-    return []
+    """A local settings file git would commit (it holds this machine's path): git is told to
+    ignore it in this clone, as Claude Code does when it creates one; else say so."""
+    if git_ignores(path) is not False:
+        return []
+    excluded = git_exclude_locally(path)
+    if excluded is not None:
+        return [f"git ignores {path.name} in this clone now (added to {excluded})"]
+    return [
+        f"note: git does not ignore {path}; it holds this machine's path to mem: add "
+        f"{path.name} to .gitignore"
+    ]
 
 
 def _codex_notes(scope: str, root: Path | None) -> list[str]:

@@ -5,12 +5,13 @@ whether git ignores a file there) or elsewhere. Read, never run: no hook is exec
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from poimen_memory.gitio.repo import GitRepo
 
-__all__ = ["HooksDir", "hooks_dir"]
+__all__ = ["HooksDir", "exclude_locally", "hooks_dir"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +49,33 @@ def hooks_dir(where: str | os.PathLike[str], hook: str = "post-commit") -> Hooks
     in_work_tree = not in_git_dir and _under(path, repo.root)
     ignored = in_work_tree and repo.is_ignored(str((path / hook).relative_to(repo.root)))
     return HooksDir(repo.root, path, configured, in_git_dir, in_work_tree, ignored)
+
+
+def exclude_locally(path: Path) -> Path | None:
+    """Make git ignore the work-tree file ``path`` in this clone only, as Claude Code does for
+    its local settings: its path is added to ``info/exclude`` in the common git directory
+    (never committed). The exclude file is appended to only when it is a regular file reached
+    through no link (or created); None when git ignores ``path`` already, or it cannot be
+    done (not in a work tree, a link in the way)."""
+    repo = GitRepo.discover(path.parent)
+    rel = path.absolute().relative_to(repo.root).as_posix()
+    if repo.is_ignored(rel):
+        return None
+    assert repo.common_dir is not None
+    info = repo.common_dir / "info"
+    if info.is_symlink() or (info.exists() and not info.is_dir()):
+        return None
+    info.mkdir(exist_ok=True)
+    target = info / "exclude"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(target, flags, 0o644)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.write(fd, f"\n# poimen-memory: this machine's hook settings\n/{rel}\n".encode())
+    finally:
+        os.close(fd)
+    return target
