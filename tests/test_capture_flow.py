@@ -468,3 +468,15 @@ def test_the_local_settings_file_is_ignored_in_this_clone_only_and_never_through
     said = flow.mem("hooks", "install", "claude-code", cwd=other.root)
     assert outside.read_text() == "keep\n"
     assert "git does not ignore" in said, said
+
+
+def test_a_subagent_event_that_names_only_its_own_transcript(tmp_path: Path) -> None:
+    agent = tmp_path / "s" / "subagents" / "agent-1.jsonl"
+    agent.parent.mkdir(parents=True)
+    agent.write_text("{}\n")
+    body = {"hook_event_name": "SubagentStop", "cwd": str(tmp_path),
+            "agent_transcript_path": str(agent)}  # fmt: skip
+    payload = hooks.parse_payload(json.dumps(body))
+    assert payload.transcripts() == [agent]
+    with pytest.raises(hooks.HookInputError, match="agent_transcript_path: no such file"):
+        hooks.parse_payload(json.dumps({**body, "agent_transcript_path": str(tmp_path / "x")}))

@@ -84,17 +84,19 @@ def parse_payload(raw: bytes | str, agent_name: str = "Claude Code") -> HookPayl
         raise HookInputError(f"payload is not JSON: {exc.msg} at char {exc.pos}") from None
     if not isinstance(body, dict):
         raise HookInputError(f"payload is a JSON {type(body).__name__}, expected an object")
-    transcript = _text(body, "transcript_path")
-    if not transcript:
-        raise HookInputError("payload has no transcript_path")
-    path = _expanded("transcript_path", transcript)
-    if not path.is_file():
-        raise HookInputError(f"transcript_path: no such file {path}")
-    cwd = _text(body, "cwd") or os.getcwd()
     agent = _text(body, "agent_transcript_path")
     agent_path = _expanded("agent_transcript_path", agent) if agent else None
     if agent_path is not None and not agent_path.is_file():
         raise HookInputError(f"agent_transcript_path: no such file {agent_path}")
+    # A subagent's event may name its own transcript only (Codex's SubagentStop may).
+    transcript = _text(body, "transcript_path")
+    if not transcript and agent_path is None:
+        raise HookInputError("payload has no transcript_path")
+    path = _expanded("transcript_path", transcript) if transcript else agent_path
+    assert path is not None
+    if not path.is_file():
+        raise HookInputError(f"transcript_path: no such file {path}")
+    cwd = _text(body, "cwd") or os.getcwd()
     return HookPayload(
         transcript=path.absolute(),
         cwd=_expanded("cwd", cwd).absolute(),
