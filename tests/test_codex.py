@@ -11,7 +11,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from poimen_memory import hooks
 from poimen_memory.cli import main
 from poimen_memory.domain import ProjectId
 from poimen_memory.hooks import read_log
@@ -298,26 +301,43 @@ def test_the_codex_hook_ingests_the_session_and_the_lines_committed_after_it_sho
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The everyday flow: Codex stops, its hook ingests the session while the edits are not
-    committed yet; the developer commits them afterwards; a lookup of those lines finds the
-    session."""
+    """The everyday flow through the installed hook: `mem hooks install codex` with no flags,
+    Codex stops and runs the command it wrote (a shell, the payload on stdin) while the edits
+    are not committed yet; the developer commits them afterwards; a lookup of those lines
+    finds the session."""
     name = "patch-and-shell"
     repo = work_tree(tmp_path, name)
     repo.write("greet.py", GREET_AFTER)  # what the session left in the work tree
     repo.write("notes.md", NOTES)
     source = rollout(name, repo.root, tmp_path)
+    # The rollout was recorded once; its edits must still be waiting whenever this runs.
+    monkeypatch.setenv("POIMEN_PENDING_DAYS", "3650")
+    monkeypatch.setenv("POIMEN_DSN", store_dsn)
+    monkeypatch.setenv("CODEX_HOME", str(in_home / ".codex"))
+    monkeypatch.chdir(repo.root)
+    assert main(["hooks", "install", "codex"]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    installed = hooks.installed_commands(in_home / ".codex" / "hooks.json", "codex")
+    (command,) = installed["Stop"]
+
     body = json.loads((FIXTURES / f"{name}.stop-payload.json").read_text("utf-8"))
     assert body["hook_event_name"] == "Stop"
     body |= {"transcript_path": str(source), "cwd": str(repo.root)}
-    project = f"codex-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(body).encode())))
-    argv = ["hooks", "run", "codex", "--wait", "--dsn", store_dsn, "--project", project]
-    assert main(argv) == 0
-    assert capsys.readouterr().out == ""
-    (entry,) = [r for r in read_log(50) if r.get("session") == body["session_id"]]
+    done = subprocess.run(
+        command, shell=True, input=json.dumps(body), cwd=repo.root, capture_output=True,
+        text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    deadline = time.monotonic() + 60
+    while not (ran := [r for r in read_log(50) if r.get("session") == body["session_id"]]):
+        assert time.monotonic() < deadline, read_log(50)
+        time.sleep(0.1)
+    (entry,) = ran
     assert entry["outcome"] == "ok", entry
     assert entry["nodes"] > 0
+    assert entry["pending_edits"] > 0  # nothing was committed when Codex stopped
     assert entry["transcript"] == str(source)
+    project = entry["project"]  # derived from the repository: no project given anywhere
 
     repo.clock = times(name)[1]
     repo.commit("after", "the session's changes", ("Dev", "dev@test"))
