@@ -1,6 +1,7 @@
 """The VS Code extension (editors/vscode): it builds, lints, passes its own tests and packages
 to a .vsix; its settings and command ids mirror the server's; and the arguments, settings
-payloads and rendering its pure logic produces work against the real language server."""
+payloads and rendering its pure logic produces work against the real language server. The
+.vsix in a real VS Code (code-server, looked at through Chromium) is tests/test_vscode_real.py."""
 
 from __future__ import annotations
 

@@ -345,7 +345,10 @@ def seen(tmp_path_factory: pytest.TempPathFactory, store_dsn: str) -> Iterator[S
         for k, v in os.environ.items()
         if not k.startswith(("POIMEN_", "XDG_", "VSCODE_")) or k == "POIMEN_REQUIRE_EDITORS"
     }
-    env.update(HOME=str(home), npm_config_update_notifier="false")
+    # A home of its own (code-server's and mem's files), but npm's cache of the real one.
+    if not any(k.lower() == "npm_config_cache" for k in env):
+        env["NPM_CONFIG_CACHE"] = str(Path.home() / ".npm")
+    env.update(HOME=str(home), NPM_CONFIG_UPDATE_NOTIFIER="false")
     vsix = _vsix(work, env)
     demo = _demo(work, store_dsn, env)
     proc, url = _code_server(work, code_server, vsix, demo, store_dsn, env)
