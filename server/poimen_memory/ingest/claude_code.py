@@ -36,11 +36,9 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from poimen_memory.chunking import DEFAULT_TOKEN_BUDGET, chunk_records
+from poimen_memory.chunking import DEFAULT_TOKEN_BUDGET
 from poimen_memory.domain import (
     ContentError,
-    Level,
-    MemoryNode,
     ProjectId,
     Provenance,
     QueryId,
@@ -50,14 +48,14 @@ from poimen_memory.domain import (
     parse_timestamp,
 )
 from poimen_memory.ingest.jsonl import iter_json_lines
-from poimen_memory.ingest.model import BadRecord, Draft, Parsed, SourceRef, TextAtHead
+from poimen_memory.ingest.model import BadRecord, Parsed, SourceRef, TextAtHead
+from poimen_memory.ingest.sessions import session_drafts, tool_excerpt
 
 __all__ = ["looks_like_claude_code", "parse_claude_code"]
 
 _EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit"})
 # The tools that start a subagent (named Task, and Agent in later releases).
 _TASK_TOOLS = frozenset({"Task", "Agent"})
-_TOOL_TEXT_LIMIT = 4000  # keep tool output excerpts readable; the transcript keeps the rest
 
 
 def looks_like_claude_code(obj: object) -> bool:
@@ -100,14 +98,6 @@ def _tool_result_text(block: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(str(b.get("text", "")) for b in _blocks(content) if b.get("type") == "text")
-
-
-def _excerpt(text: str) -> str:
-    """``text`` cut to the excerpt limit. Redact first: a cut can split a secret's marker
-    (a PEM block's END line, a key's closing quote) from the secret itself."""
-    if len(text) <= _TOOL_TEXT_LIMIT:
-        return text
-    return text[:_TOOL_TEXT_LIMIT] + f"\n… ({len(text) - _TOOL_TEXT_LIMIT} more characters)"
 
 
 def _is_subagent_task(entry: Mapping[str, Any]) -> bool:
@@ -387,7 +377,7 @@ def parse_claude_code(
                     shown = rel or str(raw_path or "")
                     text = redact(_tool_use_record_text(name, tool_input, shown))
                     if name not in _EDIT_TOOLS:
-                        text = _excerpt(text)  # an edit is kept whole: it is the evidence
+                        text = tool_excerpt(text)  # an edit is kept whole: it is the evidence
                     query.records.append(Record(Role.ASSISTANT, text, at, prov))
                     if rel is not None:
                         edits, noop = _edits_of(name, tool_input, rel, at)
@@ -404,7 +394,7 @@ def parse_claude_code(
                         written = _patched(entry.get("toolUseResult"), first.file, first.at)
                         if written is not None:
                             call[0].edits[call[1]] = written
-                    text = _excerpt(redact(_tool_result_text(block)))
+                    text = tool_excerpt(redact(_tool_result_text(block)))
                     if text.strip():
                         query.records.append(Record(Role.TOOL_RESULT, text, at, prov))
             if prompt and not isinstance(entry.get("uuid"), str):
@@ -415,58 +405,12 @@ def parse_claude_code(
         if queries:
             parsed.bad.append(BadRecord(queries[0].source, "sessionId: missing"))
         return parsed
-    _drafts(parsed, queries, project, run_id, budget)
+    session_drafts(
+        parsed,
+        queries,
+        project,
+        run_id,
+        budget,
+        lambda q, i: [TextAtHead(e.file, e.text, e.at, e.added) for e in q.edits.get(i, [])],
+    )
     return parsed
-
-
-def _drafts(
-    parsed: Parsed, queries: list[_Query], project: ProjectId, run_id: RunId, budget: int
-) -> None:
-    next_t = 1
-    for query in queries:
-        if not query.records:
-            continue
-        try:
-            chunks = chunk_records(query.records, budget=budget, first_t=next_t)
-        except ContentError as exc:
-            parsed.bad.append(BadRecord(query.source, str(exc)))
-            continue
-        next_t += len(chunks)
-        l1_id: str | None = None
-        if query.final_reply and query.final_at:
-            l1 = MemoryNode(
-                Level.L1,
-                project,
-                query.query_id,
-                run_id,
-                chunks[-1].t,
-                query.final_reply,
-                query.final_at,
-            )
-            l1_id = f"{query.query_id.value}/L1"
-            parsed.drafts.append(Draft(l1_id, l1, query.source))
-        position = 0
-        for chunk in chunks:
-            edits = [
-                e
-                for i in range(position, position + len(chunk.records))
-                for e in query.edits.get(i, [])
-            ]
-            position += len(chunk.records)
-            node = MemoryNode(
-                Level.L0,
-                project,
-                query.query_id,
-                run_id,
-                chunk.t,
-                chunk.text,
-                chunk.records[0].timestamp,
-            )
-            draft = Draft(
-                f"{query.query_id.value}/t{chunk.t}",
-                node,
-                query.source,
-                [l1_id] if l1_id else [],
-                [TextAtHead(e.file, e.text, e.at, e.added) for e in edits],
-            )
-            parsed.drafts.append(draft)

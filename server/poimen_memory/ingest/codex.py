@@ -41,11 +41,9 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from poimen_memory.chunking import DEFAULT_TOKEN_BUDGET, chunk_records
+from poimen_memory.chunking import DEFAULT_TOKEN_BUDGET
 from poimen_memory.domain import (
     ContentError,
-    Level,
-    MemoryNode,
     ProjectId,
     Provenance,
     QueryId,
@@ -55,14 +53,14 @@ from poimen_memory.domain import (
     parse_timestamp,
 )
 from poimen_memory.ingest.jsonl import iter_json_lines
-from poimen_memory.ingest.model import BadRecord, Draft, Parsed, SourceRef, TextAtHead
+from poimen_memory.ingest.model import BadRecord, Parsed, SourceRef, TextAtHead
+from poimen_memory.ingest.sessions import session_drafts, tool_excerpt
 
 __all__ = ["looks_like_codex", "parse_codex"]
 
 _LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
-_TOOL_TEXT_LIMIT = 4000  # keep tool output excerpts readable; the rollout keeps the rest
 _PATCH = re.compile(r"\*\*\* Begin Patch\n.*?\n\*\*\* End Patch", re.DOTALL)
 _EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)\s*$", re.MULTILINE)
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
@@ -117,14 +115,6 @@ class _State:
     current: _Query | None = None
     calls: dict[str, _Call] = field(default_factory=dict)  # call id -> its call, until output
     seen_ids: set[str] = field(default_factory=set)
-
-
-def _excerpt(text: str) -> str:
-    """``text`` cut to the excerpt limit (after redaction: a cut can split a secret's marker
-    from the secret)."""
-    if len(text) <= _TOOL_TEXT_LIMIT:
-        return text
-    return text[:_TOOL_TEXT_LIMIT] + f"\n… ({len(text) - _TOOL_TEXT_LIMIT} more characters)"
 
 
 def _texts(content: object, field_name: str) -> str:
@@ -417,7 +407,7 @@ def _response_item(
         call_id = payload.get("call_id") or payload.get("id")
         found = _call_patch(payload)
         text = state.redact(_tool_call_text(payload, found[0] if found else None))
-        index = _record(state, Role.ASSISTANT, text if found else _excerpt(text), at, prov)
+        index = _record(state, Role.ASSISTANT, text if found else tool_excerpt(text), at, prov)
         if found is not None:
             patch, workdir = found
             base = state.cwd
@@ -435,7 +425,7 @@ def _response_item(
         unsettled = call is not None and call.raw_patch and not call.settled
         if call is not None and unsettled and not _output_succeeded(output):
             state.parsed.noop_edits += len(call.query.edits.pop(call.record, []))
-        text = _excerpt(state.redact(output))
+        text = tool_excerpt(state.redact(output))
         if text.strip():
             _record(state, Role.TOOL_RESULT, text, at, prov)
 
@@ -524,58 +514,14 @@ def parse_codex(
         if state.queries:
             parsed.bad.append(BadRecord(state.queries[0].source, "session_meta: missing"))
         return parsed
-    _drafts(parsed, state.queries, project, run_id, budget)
+    session_drafts(
+        parsed,
+        state.queries,
+        project,
+        run_id,
+        budget,
+        lambda q, i: [
+            TextAtHead(e.file, e.text, q.edit_times[i], e.added) for e in q.edits.get(i, [])
+        ],
+    )
     return parsed
-
-
-def _drafts(
-    parsed: Parsed, queries: list[_Query], project: ProjectId, run_id: RunId, budget: int
-) -> None:
-    next_t = 1
-    for query in queries:
-        if not query.records:
-            continue
-        try:
-            chunks = chunk_records(query.records, budget=budget, first_t=next_t)
-        except ContentError as exc:
-            parsed.bad.append(BadRecord(query.source, str(exc)))
-            continue
-        next_t += len(chunks)
-        l1_id: str | None = None
-        if query.final_reply and query.final_at:
-            l1 = MemoryNode(
-                Level.L1,
-                project,
-                query.query_id,
-                run_id,
-                chunks[-1].t,
-                query.final_reply,
-                query.final_at,
-            )
-            l1_id = f"{query.query_id.value}/L1"
-            parsed.drafts.append(Draft(l1_id, l1, query.source))
-        position = 0
-        for chunk in chunks:
-            anchors = [
-                TextAtHead(e.file, e.text, query.edit_times[i], e.added)
-                for i in range(position, position + len(chunk.records))
-                for e in query.edits.get(i, [])
-            ]
-            position += len(chunk.records)
-            node = MemoryNode(
-                Level.L0,
-                project,
-                query.query_id,
-                run_id,
-                chunk.t,
-                chunk.text,
-                chunk.records[0].timestamp,
-            )
-            draft = Draft(
-                f"{query.query_id.value}/t{chunk.t}",
-                node,
-                query.source,
-                [l1_id] if l1_id else [],
-                list(anchors),
-            )
-            parsed.drafts.append(draft)
