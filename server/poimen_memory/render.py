@@ -120,7 +120,7 @@ def render_text(result: LookupResult, limit: int = TEXT_LIMIT) -> str:
     if result.mapped is False:
         out.append("(not mapped through blame: the lines as the memories stored them)")
     if result.truncated:
-        more = f"; next page: --cursor {result.cursor}" if result.cursor else ""
+        more = f"; the next page's cursor: {result.cursor}" if result.cursor else ""
         out.append(f"(truncated: more than shown{more})")
     return "\n".join(out).rstrip() + "\n"
 
