@@ -243,11 +243,15 @@ async def test_an_edit_and_a_new_file_committed_after_the_session_are_found_ever
         await client.shutdown_session()
         await client.stop()
 
-    # MCP, as an agent asks (started in the work tree, no flags).
+    # MCP, as the agent asks: the server `mem mcp install claude-code` (no flags) added,
+    # started as Claude Code starts it (its command and args, in the project's directory).
+    flow.mem("mcp", "install", "claude-code")
+    config = json.loads((flow.home / ".claude.json").read_text())
+    entry = config["projects"][str(flow.repo.root)]["mcpServers"]["poimen-memory"]
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "poimen_memory.cli", "mcp"],
-        env=flow.env,
+        command=entry["command"],
+        args=entry.get("args", []),
+        env={**flow.env, **entry.get("env", {})},
         cwd=str(flow.repo.root),
     )
     async with Client(params, read_timeout_seconds=60) as mcp:
