@@ -730,7 +730,7 @@ def test_h13g_a_record_written_after_a_later_commit_names_its_revisions_lines(
     r = repo.commit("R", "Three values", ALICE)
     insert(repo, APP, 6, ["    // later: a guard", "    guard()?;", "    // and its note"])
     repo.commit("L", "Guard", BOB)
-    record = trace(r, APP, [(7, 9)], "spec-after-later", repo.clock + 60)
+    record = trace(r, APP, [(7, 9)], "spec-after-later", repo.clock + 600)
     summary = scene.ingest([record], fmt="agent-trace")
     assert summary["unanchored_edits"] == 0
     assert texts_at(repo, APP, {10, 11, 12}) == mine
@@ -754,6 +754,21 @@ def test_h13h_hook_edit_the_human_moved_before_committing_is_left_unanchored(
     assert (summary["anchors"], summary["unanchored_edits"]) == (0, 1)
     seen = scene.sweep()
     assert shown(seen, "hook-moved") == {}
+
+
+def test_h13i_a_later_commit_that_only_deleted_lines_is_no_failure(scene: Scene) -> None:
+    """L, the first later commit that touched the file, only deleted a line: blame at L names
+    no line of its own. The range is still read (here: R's lines, the record made after L)."""
+    repo = scene.repo
+    put(repo, APP, base("d"))
+    r = repo.commit("R", "Initial app", CAROL)
+    put(repo, APP, repo.lines(APP)[:-1])  # drop the last line
+    repo.commit("L", "Drop the last stage", BOB)
+    record = trace(r, APP, [(3, 4)], "after-a-deletion", repo.clock + 60)
+    summary = scene.ingest([record], fmt="agent-trace")
+    assert summary["unanchored_edits"] == 0
+    seen = scene.sweep()
+    scene.expect(seen, "after-a-deletion", {APP: {3, 4}})
 
 
 def test_h13d_reference_hook_change_never_committed(scene: Scene) -> None:

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -272,6 +273,14 @@ class GitRepo:
         if not sha:
             raise Untracked(f"{path} is not in commit {rev.short()}")
         return CommitSha(sha)
+
+    def committed_at(self, rev: CommitSha) -> datetime:
+        """When ``rev`` was committed (its committer date; a rebase or an amend sets it)."""
+        done = self.runner.run(self.root, ["show", "-s", "--format=%ct", rev.value, "--"])
+        try:
+            return datetime.fromtimestamp(int(done.stdout.split()[0]), UTC)
+        except (IndexError, ValueError, OverflowError, OSError):
+            raise GitError(f"no commit time for {rev.short()}") from None
 
     def next_commit_touching(self, path: str, base: CommitSha, head: CommitSha) -> CommitSha | None:
         """The first commit after ``base`` on the way to ``head`` (its ancestry path) that

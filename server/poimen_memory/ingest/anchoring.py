@@ -157,15 +157,22 @@ def _place_trace(request: TraceRange, git: Gathered) -> list[Run]:
     if later is None:
         work = _work_tree_lines(request, git)
         if work is not None and work != _lines_of(git, revision, request):
+            # Uncommitted lines there: the record's, unless its hash says it is R's.
+            if _checkable(request) and not _text_matches(request, work):
+                return _placed(at_r, git)
             git.waiting.append(_waiting(request, work))
             return []
         return _placed(at_r, git)
     at_later = _produced_by(request, later, git)
     written = request.recorded_at
-    if written is None:
+    try:
+        made = git.repo.committed_at(later)
+    except GitError:
+        made = None
+    if written is None or made is None or abs(written - made) < EDIT_CLOCK_SKEW:
         # No time to tell the readings apart: only one that is possible.
         return _placed(at_r if at_later is None else at_later if at_r is None else None, git)
-    if written >= _commit_time(git, request.file, later):
+    if written >= made:
         return _placed(at_r, git)  # a record made after L that names R is about R's lines
     if at_later is not None:
         return _placed(at_later, git)
@@ -182,10 +189,6 @@ def _placed(runs: list[Run] | None, git: Gathered) -> list[Run]:
         git.unlocated += 1
         return []
     return runs
-
-
-def _commit_time(git: Gathered, file: str, commit: CommitSha) -> datetime:
-    return git.blame_at(file, commit).commits[commit].author_time
 
 
 def _kept_in_place(
@@ -246,23 +249,27 @@ def _produced_by(request: TraceRange, commit: CommitSha, git: Gathered) -> list[
     return _runs(lines)
 
 
+def _checkable(request: TraceRange) -> bool:
+    """Whether the range's content hash can be checked: ``sha256:<hex>`` only."""
+    scheme, _, digest = (request.content_hash or "").partition(":")
+    return scheme.lower() == "sha256" and bool(digest)
+
+
+def _text_matches(request: TraceRange, lines: list[str]) -> bool:
+    """Whether ``lines`` have the range's sha256 content hash (of the lines joined by
+    newlines, with or without a final one)."""
+    digest = (request.content_hash or "").partition(":")[2].lower()
+    text = "\n".join(line.removesuffix("\r") for line in lines).encode("utf-8", "surrogateescape")
+    return digest in {hashlib.sha256(t).hexdigest() for t in (text, text + b"\n")}
+
+
 def _hash_matches(request: TraceRange, commit: CommitSha, git: Gathered) -> bool:
-    """Whether the range's text at ``commit`` has the given content hash. Only ``sha256:<hex>``
-    (of the lines joined by newlines, with or without a final one) can be checked; a hash in
-    another form is not evidence either way and is passed over."""
-    scheme, _, digest = (
-        request.content_hash.partition(":") if request.content_hash else ("", "", "")
-    )
-    if scheme.lower() != "sha256" or not digest:
+    """Whether the range's text at ``commit`` has the given content hash. A hash in another
+    form than ``sha256:<hex>`` is not evidence either way and is passed over."""
+    if not _checkable(request):
         return True
-    try:
-        data = git.repo.blob(commit, request.file)
-    except GitError:
-        return False
-    lines = data.split(b"\n")[request.start - 1 : request.end]
-    text = b"\n".join(line.removesuffix(b"\r") for line in lines)
-    candidates = {hashlib.sha256(t).hexdigest() for t in (text, text + b"\n")}
-    return digest.lower() in candidates
+    lines = _lines_of(git, commit, request)
+    return lines is not None and _text_matches(request, lines)
 
 
 def _locate_edit(
@@ -271,8 +278,12 @@ def _locate_edit(
     blame_of: Callable[[str], Blame],
     git: Gathered,
 ) -> list[Run]:
-    """Lines the edit produced, or nothing when they cannot be placed with certainty. An
-    edit HEAD does not hold (the file or the text is not committed yet) waits for a commit."""
+    """Lines the edit produced, or nothing when they cannot be placed with certainty: its text
+    located once in the file at HEAD, and of it only the lines the edit added (the rest is
+    context it kept), where blame dates them no earlier than the edit. When HEAD does not
+    hold the whole text (a neighbouring line was changed before the commit, or nothing is
+    committed yet), each block of added lines is looked for alone; a block HEAD does not hold
+    waits for a commit."""
     needle = request.text.strip("\n")
     if not needle.strip():
         git.unlocated += 1
@@ -281,22 +292,41 @@ def _locate_edit(
         git.waiting.append(request)
         return []
     text = data.decode("utf-8", "surrogateescape")
-    first = text.find(needle)
-    if first < 0:
-        git.waiting.append(request)
+    blocks = request.added_blocks()
+    at = _line_of(text, needle)
+    if at == _AMBIGUOUS:
+        git.unlocated += 1  # never guess
         return []
-    if text.find(needle, first + 1) >= 0:
-        git.unlocated += 1  # ambiguous: never guess
-        return []
-    start = text.count("\n", 0, first) + 1
-    end = start + needle.count("\n")
+    positions: list[int] = []
+    if at is not None:
+        lines = needle.split("\n")
+        offsets = _offsets(lines, blocks) or list(range(len(lines)))
+        positions = [at + offset for offset in offsets]
+    else:
+        waiting = []
+        for block in blocks:
+            found = _line_of(text, "\n".join(block)) if _proves(block) else None
+            if found is None:
+                waiting.append(block)
+            elif found != _AMBIGUOUS:
+                positions.extend(range(found, found + len(block)))
+        if waiting:
+            blocks_text = "\n".join("\n".join(b) for b in waiting)
+            git.waiting.append(
+                TextAtHead(request.file, blocks_text, request.not_before, tuple(waiting))
+            )
+        if not positions:
+            return []
     try:
         blame = blame_of(request.file)
     except BadRequest:
         git.unlocated += 1
         return []
     kept = []
-    for origin in blame.lines[start - 1 : end]:
+    for n in positions:
+        if n > len(blame.lines):
+            continue
+        origin = blame.lines[n - 1]
         commit = blame.commits[origin.commit]
         # Lines older than the edit existed before it: the edit did not produce them.
         if commit.author_time >= request.not_before - EDIT_CLOCK_SKEW and not commit.boundary:
@@ -304,3 +334,39 @@ def _locate_edit(
     if not kept:
         git.unlocated += 1
     return _runs(kept)
+
+
+_AMBIGUOUS = -1
+
+
+def _line_of(text: str, needle: str) -> int | None:
+    """The line ``needle`` starts on in ``text`` when it occurs there once; None when it does
+    not occur, ``_AMBIGUOUS`` when it occurs more than once."""
+    first = text.find(needle)
+    if first < 0:
+        return None
+    if text.find(needle, first + 1) >= 0:
+        return _AMBIGUOUS
+    return text.count("\n", 0, first) + 1
+
+
+def _offsets(lines: list[str], blocks: tuple[tuple[str, ...], ...]) -> list[int]:
+    """The offsets in ``lines`` of the ``blocks`` of added lines, found in order (empty when
+    one is not there: then every line counts)."""
+    out: list[int] = []
+    cursor = 0
+    for block in blocks:
+        n = len(block)
+        for i in range(cursor, len(lines) - n + 1):
+            if tuple(lines[i : i + n]) == block:
+                out.extend(range(i, i + n))
+                cursor = i + n
+                break
+        else:
+            return []
+    return out
+
+
+def _proves(block: tuple[str, ...]) -> bool:
+    """Whether a block holds a line that can be told apart (three non-blank characters)."""
+    return any(len("".join(line.split())) >= 3 for line in block)
