@@ -360,3 +360,15 @@ def test_the_codex_hook_logs_a_payload_without_a_transcript(
     assert capsys.readouterr() == ("", "")
     (entry,) = read_log(50)
     assert (entry["outcome"], entry["message"]) == ("error", "payload has no transcript_path")
+
+
+def test_odd_patch_and_exit_texts_cost_little_and_never_raise() -> None:
+    from poimen_memory.ingest.codex import _find_patch, _output_succeeded
+
+    started = time.monotonic()
+    assert _find_patch("*** Begin Patch\n" * 50_000) is None  # no end: one pass, not 50k
+    assert time.monotonic() - started < 1.0
+    patch = "*** Begin Patch\n*** Add File: a.py\n+x = 1\n*** End Patch"
+    assert _find_patch(f"apply_patch <<'EOF'\n{patch}\nEOF") == patch
+    assert _output_succeeded("Exit code: " + "1" * 5000) is False
+    assert _output_succeeded("Exit code: 0\nWall time: 0.1 seconds\nSuccess.") is True

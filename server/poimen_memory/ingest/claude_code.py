@@ -133,7 +133,8 @@ def _parent_queries(path: Path) -> dict[str, QueryId]:
     session's queries by the prompts of the subagents they started (the ``prompt`` of a
     ``Task``/``Agent`` call): the query a subagent's work belongs to. Empty when the path is
     not laid out so, or the parent's transcript is not there."""
-    if path.parent.name != "subagents":
+    path = path.absolute()
+    if path.parent.name != "subagents" or not path.parent.parent.name:
         return {}
     parent = path.parent.parent.with_name(path.parent.parent.name + ".jsonl")
     if not parent.is_file():

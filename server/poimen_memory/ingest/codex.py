@@ -61,8 +61,9 @@ __all__ = ["looks_like_codex", "parse_codex"]
 _LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
-_PATCH = re.compile(r"\*\*\* Begin Patch\n.*?\n\*\*\* End Patch", re.DOTALL)
-_EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)\s*$", re.MULTILINE)
+_BEGIN_PATCH = "*** Begin Patch\n"
+_END_PATCH = "\n*** End Patch"
+_EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d{1,9})\s*$", re.MULTILINE)
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 # Context Codex adds to the conversation as user messages: not the user's prompts.
 _CONTEXT_TAG = re.compile(r"^<([A-Za-z_][\w-]*)[ >].*</\1>$", re.DOTALL)
@@ -288,8 +289,8 @@ def _call_patch(payload: Mapping[str, Any]) -> tuple[str, str | None] | None:
     if payload.get("type") == "custom_tool_call":
         text = payload.get("input")
         if name == "apply_patch" and isinstance(text, str):
-            found = _PATCH.search(text)
-            return (found.group(0) if found else text), None
+            found = _find_patch(text)
+            return (found or text), None
         return None
     args: object = payload.get("arguments")
     if isinstance(args, str):
@@ -303,10 +304,20 @@ def _call_patch(payload: Mapping[str, Any]) -> tuple[str, str | None] | None:
     if isinstance(args, Mapping):
         workdir = args.get("workdir", args.get("working_directory"))
     for text in _strings(args):
-        found = _PATCH.search(text)
+        found = _find_patch(text)
         if found:
-            return found.group(0), workdir if isinstance(workdir, str) else None
+            return found, workdir if isinstance(workdir, str) else None
     return None
+
+
+def _find_patch(text: str) -> str | None:
+    """The first ``*** Begin Patch`` ... ``*** End Patch`` in ``text`` (linear: one search
+    for each marker)."""
+    start = text.find(_BEGIN_PATCH)
+    if start < 0:
+        return None
+    end = text.find(_END_PATCH, start + len(_BEGIN_PATCH) - 1)
+    return None if end < 0 else text[start : end + len(_END_PATCH)]
 
 
 def _output_text(output: object) -> str:

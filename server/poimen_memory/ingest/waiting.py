@@ -23,9 +23,19 @@ from poimen_memory.ingest.remember import MAX_WORK_FILE, pending_hash
 __all__ = ["WorkTreeLines", "expired", "pending_of_edits"]
 
 
+def expires_at(edit: TextAtHead, pending_days: float) -> datetime | None:
+    """When an uncommitted edit stops waiting for its commit (None: its time is so far in
+    the future that it cannot wait, a bogus timestamp)."""
+    try:
+        return edit.not_before + timedelta(days=pending_days)
+    except OverflowError:
+        return None
+
+
 def expired(edit: TextAtHead, now: datetime, pending_days: float) -> bool:
-    """Whether an uncommitted edit is past waiting for its commit."""
-    return edit.not_before + timedelta(days=pending_days) <= now
+    """Whether an uncommitted edit is past waiting for its commit (or cannot wait)."""
+    expires = expires_at(edit, pending_days)
+    return expires is None or expires <= now
 
 
 class WorkTreeLines:
@@ -67,9 +77,9 @@ def pending_of_edits(
     expired already."""
     out: dict[tuple[str, tuple[int, ...]], PendingAnchor] = {}
     for edit in edits:
-        if expired(edit, now, pending_days):
+        expires = expires_at(edit, pending_days)
+        if expires is None or expires <= now:
             continue
-        expires = edit.not_before + timedelta(days=pending_days)
         for block in edit.added_blocks():
             hashes = tuple(pending_hash(line) for line in block)
             start = work_tree.start_of(edit.file, block)
