@@ -14,9 +14,10 @@ for them once a commit after that base holds them:
   when two or more were remembered, counting only lines with three or more non-blank
   characters (on both sides: a remembered blank or brace is not counted as wanted either),
   all within twice the remembered length;
-- the kept lines are anchored at their origin as at ingest, and the node's pending anchors
-  in that file are settled, in the same transaction. Lines that were edited before the
-  commit never match: the memory is not shown on what it did not describe.
+- the kept lines are anchored at their origin as at ingest, and the pending anchors placed
+  are settled, in the same transaction (another of the node's, not placed yet, waits on: a
+  later commit may hold it). Lines that were edited before the commit never match: the
+  memory is not shown on what it did not describe.
 
 Pending anchors expire (``settings.pending_days``); expired ones are never used. A line's
 hash is taken after secrets are redacted from it. Files git never commits (inside ``.git``,
@@ -279,7 +280,7 @@ def resolve_file(
                 continue
             requests = [LinesAtHead(file, first, last) for first, last in placed]
             drafts.append(Draft(f"{len(drafts)}", node, _SOURCE, anchors=list(requests)))
-            settled.append(Settled(project, repo_id, row.node, file))
+            settled.append(Settled(project, repo_id, row.node, file, row.line_hashes))
     if not drafts:
         return 0
     found = enrich(repo, blamer, drafts, project, repo_id)

@@ -105,12 +105,19 @@ class StoredPending:
 
 @dataclass(frozen=True, slots=True)
 class Settled:
-    """Every pending anchor of ``node`` in ``file``: its lines were found in a commit."""
+    """A pending anchor of ``node`` in ``file`` whose lines were found in a commit: the one
+    of ``line_hashes`` (None: every one of the node in the file)."""
 
     project: ProjectId
     repo: RepoId
     node: Sha256Hash
     file: str
+    line_hashes: tuple[int, ...] | None = None
+
+    @property
+    def hashes_key(self) -> str | None:
+        """The line hashes as the query compares them (None: any)."""
+        return None if self.line_hashes is None else ",".join(map(str, self.line_hashes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +327,7 @@ def _settle(conn: Connection, settled: Sequence[Settled]) -> int:
                     "repo": repo,
                     "nodes": [s.node for s in group],
                     "files": [s.file for s in group],
+                    "hashes": [s.hashes_key for s in group],
                 },
             )
             gone += max(cur.rowcount, 0)

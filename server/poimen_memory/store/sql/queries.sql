@@ -521,12 +521,15 @@ WHERE project = %(project)s AND repo = %(repo)s AND file = %(file)s AND expires_
 ORDER BY recorded_at, node_sha256, line_start;
 
 -- name: settle_pending
--- The pending rows of nodes whose lines were found in a commit: the lines that were not
--- found were changed before that commit, and the memory does not describe them.
+-- The pending rows whose lines were found in a commit (each by its line hashes, given as
+-- comma-separated text; NULL: every row of the node in the file). A row placed in part is
+-- settled: its lines that were not found were changed before that commit, and the memory
+-- does not describe them. Other rows wait on (a commit may hold them later: git add -p).
 DELETE FROM pending_anchor p
-USING unnest(%(nodes)s::text[], %(files)s::text[]) AS s (node, file)
+USING unnest(%(nodes)s::text[], %(files)s::text[], %(hashes)s::text[]) AS s (node, file, hashes)
 WHERE p.project = %(project)s AND p.repo = %(repo)s AND p.node_sha256 = s.node
-  AND p.file = s.file;
+  AND p.file = s.file
+  AND (s.hashes IS NULL OR array_to_string(p.line_hashes, ',') = s.hashes);
 
 -- name: expire_pending
 DELETE FROM pending_anchor WHERE expires_at <= now();
