@@ -361,3 +361,22 @@ def test_render_text_shows_whole_a_memory_above_that_is_not_listed() -> None:
     assert "   ↳ L1 · Not listed on its own.\n          Second line " + "x" * 100 + "\n" in text
     assert "   ↳ L1 · * raised from 8MB to 16MB\n" in text  # listed below: named only
     assert text.count("===") == 1
+
+
+def test_line_breaks_in_one_line_fields_open_no_block() -> None:
+    """A commit summary, an author or a path with a line break in it (git allows a CR in a
+    subject and a newline in a path) stays on its line: no list, no heading below it."""
+    stack = Stack(
+        l2="L2",
+        l1="L1",
+        evidence=[
+            ("one", commit(1, "Fix\r- item", "Alice\u2028# Smith"), "a\n# pwned.py"),
+            ("two", commit(2, "Fix\r1. x", "Bob\r\n=== Jones"), "b\r\n- c.py"),
+        ],
+    )
+    rendered = render_hover(stack.result(), 400)
+    no_markup(rendered)
+    citations = [b for b in blocks_of(rendered) if b.tag == "p" and " — " in b.text]
+    assert len(citations) == 2, rendered
+    assert "\n" not in citations[0].text
+    assert "pwned.py" in citations[0].text

@@ -153,8 +153,20 @@ def _md_paragraph(text: str, prefix: str = "") -> str:
     return "\\\n".join(prefix + ln for ln in lines)
 
 
+# Line breaks (CommonMark's, and those str.splitlines knows): a one-line field keeps none.
+_BREAKS = re.compile("[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def _md_one_line(text: str) -> str:
+    """A one-line field (a commit's summary, an author, a path) with its line breaks made
+    spaces, escaped: a break could start a block (a list, a heading) below it."""
+    return _md_inline(_BREAKS.sub(" ", text))
+
+
 def _md_code(text: str) -> str:
-    """``text`` as a code span, fenced by more backticks than any run inside it."""
+    """``text`` as a code span (line breaks made spaces: a code span does not stop a new
+    line from starting a block), fenced by more backticks than any run inside it."""
+    text = _BREAKS.sub(" ", text)
     longest = max((len(run) for run in re.findall("`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
@@ -178,13 +190,13 @@ def _hover_markdown(result: LookupResult, excerpt_length: int) -> list[str]:
         if c is not None:
             commit = c.commit
             blocks.append(
-                f"{_md_code(commit.sha.short())} {_md_inline(commit.summary)} — "
-                f"{_md_inline(commit.author_name)}, {commit.author_date.date().isoformat()} · "
+                f"{_md_code(commit.sha.short())} {_md_one_line(commit.summary)} — "
+                f"{_md_one_line(commit.author_name)}, {commit.author_date.date().isoformat()} · "
                 f"{_md_code(c.git_ref)}"
             )
         how = arrival(m)
         if how is not None:
-            blocks.append(f"*{_md_inline(how)}*")
+            blocks.append(f"*{_md_one_line(how)}*")
     return blocks
 
 
