@@ -177,6 +177,18 @@ def test_post_commit_hook_never_slows_or_fails_the_commit(
     assert "Traceback" not in json.dumps(run)
 
 
+def test_post_commit_hook_refuses_a_dsn_password(cli: Run, repo: FixtureRepo) -> None:
+    """A password in --dsn would sit in a file anyone can read and in the process list."""
+    dsn = "postgresql://u:s3cret@127.0.0.1:5432/x"
+    done = cli("hooks", "install", "claude-code", "--git-post-commit", "--dsn", dsn,
+               cwd=repo.root)  # fmt: skip
+    assert done.returncode == 2
+    assert "--dsn: its password would be written into the git hook" in done.stderr
+    assert "s3cret" not in done.stderr
+    assert not (repo.root / ".git" / "hooks" / "post-commit").exists()
+    assert not (repo.root / ".claude").exists()  # nothing half-written
+
+
 def test_post_commit_hook_goes_only_where_it_is_not_committed_nor_shared(
     cli: Run, repo: FixtureRepo, tmp_path: Path
 ) -> None:

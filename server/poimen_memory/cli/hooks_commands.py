@@ -163,6 +163,12 @@ def hooks_install(args: argparse.Namespace) -> int:
     ]
     if wants_git:
         assert root is not None
+        if dsn and redact_dsn(dsn, dsn) != dsn:
+            raise UsageError(
+                "--dsn: its password would be written into the git hook, which anyone on this "
+                "machine can read, and shown in the process list at each commit; give the "
+                "store by POIMEN_DSN, the config file's dsn or a ~/.pgpass entry instead"
+            )
         options = [*(["--project", project] if project else []), *(["--dsn", dsn] if dsn else [])]
         changes.append(_git_hook_install(args, root, options))
     _warn_secret(dsn, path)
