@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -484,3 +485,98 @@ def test_a_subagent_event_that_names_only_its_own_transcript(tmp_path: Path) -> 
     assert payload.transcripts() == [agent]
     with pytest.raises(hooks.HookInputError, match="agent_transcript_path: no such file"):
         hooks.parse_payload(json.dumps({**body, "agent_transcript_path": str(tmp_path / "x")}))
+
+
+def test_an_edit_committed_in_parts_gets_each_part_when_it_is_committed(flow: Flow) -> None:
+    session = flow.session()
+    session.prompt("Name the first and the last line")
+    session.multi_edit(
+        "app.py",
+        [
+            ("# app line 2\n", "# app line 2\nFIRST = 'the opening line of the app'\n"),
+            ("# app line 19\n", "# app line 19\nLAST = 'the closing line of the app'\n"),
+        ],
+    )
+    session.say("FIRST and LAST name the app's opening and closing lines.")
+    flow.end(session, "Stop")
+    edited = (flow.repo.root / "app.py").read_text()
+    # `git add -p`: only the first part goes into the first commit.
+    first_only = edited.replace("LAST = 'the closing line of the app'\n", "")
+    (flow.repo.root / "app.py").write_text(first_only)
+    flow.commit("First line")
+    assert "FIRST and LAST" in flow.shown("app.py:3")
+    (flow.repo.root / "app.py").write_text(edited)
+    flow.commit("Last line")
+    assert "FIRST and LAST" in flow.shown("app.py:21")
+    assert flow.texts("app.py:20") == []
+
+
+# -- ingested after the commit ----------------------------------------------------------------
+
+
+def ingest_after(flow: Flow, session: Session) -> dict[str, Any]:
+    """`mem ingest` of the session, run after the human committed (no hook)."""
+    src = session.save()
+    return dict(json.loads(flow.mem("ingest", str(src), "--json")))
+
+
+def test_an_edits_kept_context_is_not_its_lines(flow: Flow) -> None:
+    """Two edits a few lines apart, committed together: each memory on its own added lines,
+    never on the other's (the first edit's lines are context in the second's hunk)."""
+    session = flow.session()
+    session.prompt("Add the limits")
+    session.edit("app.py", "# app line 8\n", "# app line 8\nLIMIT_A = 10  # first limit\n")
+    session.say("LIMIT_A bounds the first stage.")
+    session.prompt("And the second")
+    session.edit("app.py", "# app line 10\n", "# app line 10\nLIMIT_B = 20  # second limit\n")
+    session.say("LIMIT_B bounds the second stage.")
+    flow.commit("Limits")
+    summary = ingest_after(flow, session)
+    assert summary["pending_edits"] == 0
+    assert "LIMIT_A bounds" in flow.shown("app.py:9")
+    assert "LIMIT_B bounds" not in flow.shown("app.py:9")
+    assert "LIMIT_B bounds" in flow.shown("app.py:12")
+    assert "LIMIT_A bounds" not in flow.shown("app.py:12")
+
+
+def test_a_neighbour_changed_before_the_commit_still_places_the_added_lines(flow: Flow) -> None:
+    session = flow.session()
+    session.prompt("Add a timeout")
+    session.edit("app.py", "# app line 8\n", "# app line 8\nTIMEOUT_S = 12  # the proxy's is 15\n")
+    session.say("TIMEOUT_S stays under the proxy's 15 s.")
+    path = flow.repo.root / "app.py"
+    path.write_text(path.read_text().replace("# app line 7\n", "# app line seven\n"))
+    flow.commit("Timeout")
+    summary = ingest_after(flow, session)
+    assert (summary["anchors"], summary["pending_edits"]) == (1, 0)
+    assert "TIMEOUT_S stays" in flow.shown("app.py:9")
+    assert flow.texts("app.py:7") == []
+
+
+def test_a_timestamp_at_the_end_of_time_is_no_failure(flow: Flow) -> None:
+    session = flow.session()
+    session.clock = datetime(9999, 12, 31, 23, 0, tzinfo=UTC).timestamp()
+    session.prompt("From the far future")
+    session.edit("app.py", "# app line 3\n", "# app line 3\nFUTURE = 'never waits'\n")
+    session.say("An edit from the end of time.")
+    summary = ingest_after(flow, session)
+    assert (summary["pending_edits"], summary["unanchored_edits"]) == (0, 1)
+
+
+def test_a_subagent_transcript_named_by_a_relative_path(flow: Flow) -> None:
+    parent = flow.session()
+    parent.prompt("Delegate the helper")
+    child = parent.subagent("helper", "Write helper.py")
+    child.write("helper.py", "def helper():\n    return 'helped'\n")
+    child.say("helper() says it helped.")
+    parent.save()
+    child.save()
+    flow.commit("Helper")
+    rel = child.transcript.relative_to(child.transcript.parent.parent)
+    done = subprocess.run(
+        [*MEM, "ingest", str(rel), "--repo", str(flow.repo.root), "--json"],
+        cwd=child.transcript.parent.parent, env=flow.env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "helper() says" in flow.shown("helper.py:2")
