@@ -1,11 +1,12 @@
 """`mem http` subprocesses for tests: started on a free port, waited for until they answer,
-stopped afterwards."""
+stopped afterwards; and a port that never answers."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -58,3 +59,33 @@ def mem_http(
     finally:
         server.terminate()
         server.wait(10)
+
+
+@contextmanager
+def silent_port() -> Iterator[int]:
+    """A TCP listener on loopback that accepts and never answers, like a hung Postgres: its
+    port."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()

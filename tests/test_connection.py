@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,8 @@ from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.settings import load_settings
 from poimen_memory.store import connect
 from poimen_memory.store.connection import describe_target
+
+from .serving import silent_port
 
 FLAG = "postgresql://flag@127.0.0.1/a"
 ENV = "postgresql://env@127.0.0.1/b"
@@ -105,30 +106,8 @@ def test_refused_connection_names_host_port_and_what_to_check() -> None:
 @pytest.fixture
 def silent_server() -> Iterator[int]:
     """A TCP listener on loopback that accepts and never answers, like a hung Postgres."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield int(server.getsockname()[1])
-    finally:
-        stop.set()
-        thread.join()
-        for s in held:
-            s.close()
-        server.close()
+    with silent_port() as port:
+        yield port
 
 
 def test_silent_server_fails_within_the_connect_timeout(silent_server: int) -> None:

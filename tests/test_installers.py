@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 import stat
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ from poimen_memory import hooks
 
 from . import test_hooks
 from .gitrepo import FixtureRepo
+from .serving import silent_port
 from .test_hooks import FALLBACK, MEM, Run
 
 # The fixtures of the hooks' tests: a home of its own, and mem run in it.
@@ -135,27 +134,8 @@ def test_post_commit_hook_places_pending_anchors_keeps_the_old_hook_and_uninstal
 @pytest.fixture
 def black_hole() -> Iterator[int]:
     """A port that accepts connections and never answers: a store that hangs."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        held: list[socket.socket] = []
-        stop = threading.Event()
-
-        def accept() -> None:
-            server.settimeout(0.2)
-            while not stop.is_set():
-                try:
-                    held.append(server.accept()[0])
-                except OSError:
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        yield int(server.getsockname()[1])
-        stop.set()
-        thread.join()
-        for conn in held:
-            conn.close()
+    with silent_port() as port:
+        yield port
 
 
 def test_post_commit_hook_never_slows_or_fails_the_commit(
