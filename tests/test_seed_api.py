@@ -304,7 +304,9 @@ def test_cli_limit_and_all_follow_the_cursor(world: World) -> None:
     assert l0(json.loads(authored.stdout)) == [E4, E1B, E1]
     # As text, a page says that more follows and how to get it.
     shown = world.mem("by-commit", sha, "--limit", "1", "--project", PROJECT)
-    assert f"(truncated: more than shown; the next page's cursor: {first['cursor']})" in shown.stdout
+    assert (
+        f"(truncated: more than shown; the next page's cursor: {first['cursor']})" in shown.stdout
+    )
     bad = world.mem("by-commit", sha, "--limit", "0", "--project", PROJECT)
     assert bad.returncode == 2
     assert bad.stderr == "mem: error: limit: expected an integer from 1 to 10000, got 0\n"
