@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from poimen_memory.domain import CommitSha, SharedBlame
 from poimen_memory.gitio.blame import Blame, BlameLine
 from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.incremental import Unsupported, blame_from, checkpoint_candidates
-from poimen_memory.gitio.shared import decode, encode, line_of
+from poimen_memory.gitio.shared import agrees, decode, encode, line_of
 
 if TYPE_CHECKING:
     from poimen_memory.gitio.blamer import Blamer
@@ -86,9 +86,27 @@ class BlameReuse:
             if len(repo.has_commits(blame.commits)) != len(blame.commits):
                 log.debug("shared blame of %s: commits this clone lacks; not used", row.path)
                 return None
+            if not self._agrees(blame.lines, rev, row.path):
+                log.info(
+                    "shared blame of %s at %s maps lines to text they do not have there; "
+                    "not used (blamed here instead)",
+                    row.path,
+                    rev.short(),
+                )
+                return None
         except GitError:
             return None
         return blame
+
+    def _agrees(self, lines: Sequence[BlameLine], rev: CommitSha, path: str) -> bool:
+        """Whether each line's text at ``rev`` is the text at its origin: the file and each
+        (commit, orig path) the lines name read once, through the persistent cat-file."""
+        origins = {(line.commit, line.orig_path) for line in lines}
+        found = self._blamer.repo.blobs([(rev, path), *origins])
+        final = found.get((rev, path))
+        if final is None:
+            return False
+        return agrees(lines, final, {(c.value, p): data for (c, p), data in found.items()})
 
     def share(self, blame: Blame) -> None:
         """Put a complete blame in the shared cache (if there is one) for other clones."""
@@ -106,8 +124,9 @@ class BlameReuse:
 
     def shared_line(self, path: str, last: CommitSha, line: int) -> tuple[BlameLine | None] | None:
         """One line from the shared row for (path, last), checked as far as it needs (this
-        repository has the commit and the very blob, and the line's own commit); the whole
-        row is then checked and cached in the background. None: no usable row."""
+        repository has the commit and the very blob, the line's own commit, and the line's
+        text there at the line it names); the whole row is then checked and cached in the
+        background. None: no usable row."""
         blamer = self._blamer
         row = self._shared_row(path, last)
         if row is None:
@@ -120,7 +139,12 @@ class BlameReuse:
         found = line_of(row, line)
         if isinstance(found, bool):
             return None
-        if found is not None and not blamer.repo.has_commits([found.commit]):
+        try:
+            if found is not None and (
+                not blamer.repo.has_commits([found.commit]) or not self._agrees([found], last, path)
+            ):
+                return None
+        except GitError:
             return None
 
         def keep() -> None:

@@ -3,14 +3,16 @@
 A blame is stored as runs ``(orig commit, orig path, orig start, length)`` with the commits'
 metadata, keyed by (path, last commit touching it, shared fingerprint) and the file's blob id.
 gitio never trusts a row: a reader uses it only when its own repository has the commit, the
-file there has the very blob the row names, and every commit the runs name exists
-(``Blamer`` checks; see ``decode``). The store behind ``SharedBlames`` is whatever the
-process wires in; any failure there is a miss.
+file there has the very blob the row names, every commit the runs name exists, and every line
+the row maps has, at its origin (commit, path, line), the very text it has now (``Blamer``
+checks; see ``decode`` and ``agrees``): a row edited to move a line onto another commit's line
+is not used. The store behind ``SharedBlames`` is whatever the process wires in; any failure
+there is a miss.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -18,7 +20,7 @@ from poimen_memory.domain import CommitSha, SharedBlame
 from poimen_memory.domain.anchors import BlameRunRow
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
 
-__all__ = ["SharedBlames", "decode", "encode", "line_of"]
+__all__ = ["SharedBlames", "agrees", "decode", "encode", "line_of", "text_lines"]
 
 
 class SharedBlames(Protocol):
@@ -106,3 +108,33 @@ def line_of(row: SharedBlame, line: int) -> BlameLine | bool | None:
     except (ValueError, TypeError):
         return False
     return False
+
+
+def text_lines(data: bytes) -> list[bytes]:
+    """A file's lines as git blame counts them (a last line without a newline counts)."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+def agrees(
+    lines: Iterable[BlameLine], final: bytes, origins: Mapping[tuple[str, str], bytes | None]
+) -> bool:
+    """Whether every line has, at its origin, the text it has in ``final`` (the blamed file):
+    ``origins`` holds the file at each (commit, orig path) the lines name (None: not there).
+    A blame maps a line to where git found that very text, so a mapping that names another
+    line (or another file, or commit) shows here."""
+    now = text_lines(final)
+    split: dict[tuple[str, str], list[bytes] | None] = {}
+    for line in lines:
+        key = (line.commit.value, line.orig_path)
+        if key not in split:
+            data = origins.get(key)
+            split[key] = None if data is None else text_lines(data)
+        then = split[key]
+        if then is None or not 1 <= line.line <= len(now) or not 1 <= line.orig_line <= len(then):
+            return False
+        if then[line.orig_line - 1] != now[line.line - 1]:
+            return False
+    return True

@@ -1,0 +1,117 @@
+"""A shared blame row edited in the store (every teammate's role may write it) so that a line
+maps to another commit's line does not move memories in a teammate's clone: a row is used only
+when each line's text at its origin is the text the line has now (the hover checks its own line,
+the whole row is checked before it is cached), else the file is blamed here."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psycopg
+
+from poimen_memory.domain import ProjectId
+from poimen_memory.gitio import GitRepo
+from poimen_memory.gitio.blame import differences
+from poimen_memory.lookup import Checkouts, new_checkouts
+from poimen_memory.store import Store
+
+from ..gitrepo import FixtureRepo, clone, kong_repo
+
+FILE = "src/kong/buffer.rs"
+
+
+def _checkouts(tmp_path: Path, name: str, store: Store, project: ProjectId) -> Checkouts:
+    known = new_checkouts(cache_path=tmp_path / f"{name}-cache.db")
+    known.share_through(store, lambda _: project)
+    return known
+
+
+def _forge(store_dsn: str, project: ProjectId, runs: list[tuple[str, str, int, int]]) -> None:
+    """Rewrite the runs of the project's one shared blame in SQL, as a teammate could."""
+    key = project.value
+    with psycopg.connect(store_dsn, autocommit=False) as conn:
+        file_id = conn.execute(
+            "SELECT id FROM blame_file WHERE project = %s AND path = %s", (key, FILE)
+        ).fetchone()
+        assert file_id is not None
+        conn.execute("DELETE FROM blame_run WHERE project = %s AND file_id = %s", (key, file_id[0]))
+        for seq, (sha, path, start, length) in enumerate(runs):
+            conn.execute(
+                "INSERT INTO blame_run (project, file_id, seq, orig_commit, orig_path,"
+                " orig_start, length) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (key, file_id[0], seq, sha, path, start, length),
+            )
+        conn.execute(
+            "UPDATE blame_file SET run_count = %s WHERE project = %s AND id = %s",
+            (len(runs), key, file_id[0]),
+        )
+
+
+def _runs(lines: list[tuple[str, str, int]]) -> list[tuple[str, str, int, int]]:
+    runs: list[tuple[str, str, int, int]] = []
+    for sha, path, start in lines:
+        if runs and runs[-1][:2] == (sha, path) and runs[-1][2] + runs[-1][3] == start:
+            runs[-1] = (sha, path, runs[-1][2], runs[-1][3] + 1)
+        else:
+            runs.append((sha, path, start, 1))
+    return runs
+
+
+def test_a_row_moving_a_line_onto_another_commits_line_is_not_used(
+    tmp_path: Path, store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    origin: FixtureRepo = kong_repo(tmp_path / "origin", remote=None)
+    mine = clone(str(origin.root), tmp_path / "mine")
+    a = _checkouts(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / FILE)
+    truth = blamer_a.blame_file(rel)
+    a.flush()
+    text = (mine.root / FILE).read_bytes().split(b"\n")
+    # Line `moved` is made to come from line `victim`'s origin: another commit, other text.
+    moved = next(
+        line for line in truth.lines
+        if any(o.commit != line.commit for o in truth.lines) and text[line.line - 1].strip()
+    )  # fmt: skip
+    victim = next(
+        o for o in truth.lines
+        if o.commit != moved.commit and text[o.line - 1] != text[moved.line - 1]
+    )  # fmt: skip
+    lines = [(o.commit.value, o.orig_path, o.orig_line) for o in truth.lines]
+    lines[moved.line - 1] = (victim.commit.value, victim.orig_path, victim.orig_line)
+    _forge(store_dsn, project, _runs(lines))
+
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    b = _checkouts(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    # The hover (one line from the shared row) gets the line's true origin...
+    assert blamer_b.origin(rel_b, moved.line) == truth.origin(moved.line)
+    # ...and so does a hover on a line the forger left alone, while the whole row, checked in
+    # the background, never reaches the cache.
+    other = next(o for o in truth.lines if o.line != moved.line)
+    assert blamer_b.origin(rel_b, other.line) == truth.origin(other.line)
+    time.sleep(1.0)
+    assert blamer_b.sources["shared"] == 0
+    cached = blamer_b.cached(rel_b, blamer_b.repo.head())
+    assert cached is None or differences(cached, truth) == []
+    # The whole file (a lookup by git, the lenses) is blamed here, not taken from the row.
+    found, source = blamer_b.blame_known(rel_b)
+    assert source != "shared"
+    assert differences(found, truth) == []
+    assert found.origin(moved.line) == truth.origin(moved.line)
+
+
+def test_an_honest_row_is_still_used(tmp_path: Path, store: Store, project: ProjectId) -> None:
+    origin: FixtureRepo = kong_repo(tmp_path / "origin", remote=None)
+    mine = clone(str(origin.root), tmp_path / "mine")
+    a = _checkouts(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / FILE)
+    truth = blamer_a.blame_file(rel)
+    a.flush()
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    b = _checkouts(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    found, source = blamer_b.blame_known(rel_b)
+    assert source == "shared"
+    assert differences(found, truth) == []
+    assert GitRepo.discover(theirs.root).head() == blamer_b.repo.head()
