@@ -106,6 +106,20 @@ def agent_hooks(name: str) -> AgentHooks:
     return next(agent for agent in AGENTS if agent.name == name)
 
 
+def _is_users(path: Path) -> bool:
+    """Whether ``path`` is one of the user's own files (``~/.claude/settings.json``,
+    ``~/.claude.json``, Codex's user hooks), which may be links the user made (to a dotfiles
+    repository) and are written where they point. Every other file is a work tree's, which a
+    repository may commit as a link (or inside a linked directory) to a file outside it: never
+    read or written through a link."""
+    mine = (
+        claude.settings_path("user", None),
+        claude.claude_json_path(),
+        codex.codex_hooks_path("user", None),
+    )
+    return any(os.path.abspath(path) == os.path.abspath(user) for user in mine)
+
+
 # -- the command the hook runs ----------------------------------------------------------------
 
 
@@ -222,7 +236,7 @@ def plan_hooks_install(path: Path, command: str, agent: str = AGENT) -> Change:
     """Add our hook to each of the agent's events in a settings file, or update the command of
     the one there; every other key and hook is kept."""
     events = agent_hooks(agent).events
-    file = read_json(path)
+    file = read_json(path, _is_users(path))
     data = json.loads(json.dumps(file.data))  # a copy to change
     table = _hooks_table(file, data, events)
     if table is None:
@@ -256,6 +270,7 @@ def plan_hooks_install(path: Path, command: str, agent: str = AGENT) -> Change:
         file.text,
         render(data, file.indent, file.text),
         f"{verb} the {agent} hook in {path} ({listed}): {command}",
+        file.follow_links,
     )
 
 
@@ -263,7 +278,7 @@ def plan_hooks_uninstall(path: Path, agent: str = AGENT) -> Change:
     """Remove our hooks from a settings file, and the lists and tables that removing them left
     empty; nothing else."""
     events = agent_hooks(agent).events
-    file = read_json(path)
+    file = read_json(path, _is_users(path))
     data = json.loads(json.dumps(file.data))
     table = _hooks_table(file, data, events) or {}
     removed = []
@@ -288,13 +303,14 @@ def plan_hooks_uninstall(path: Path, agent: str = AGENT) -> Change:
         file.text,
         render(data, file.indent, file.text),
         f"removed the {agent} hook from {path} ({', '.join(removed)})",
+        file.follow_links,
     )
 
 
 def installed_commands(path: Path, agent: str = AGENT) -> dict[str, list[str]]:
     """Our hook commands in a settings file, by event (ConfigError if it is unreadable)."""
     events = agent_hooks(agent).events
-    file = read_json(path)
+    file = read_json(path, _is_users(path))
     table = _hooks_table(file, file.data, events) or {}
     found = {
         event: [str(hook["command"]) for _, hook in _ours_in(table.get(event) or [], agent)]
@@ -362,7 +378,7 @@ def plan_mcp_install(
 ) -> Change:
     """Add (or bring up to date) our entry in the ``mcpServers`` table at ``key``; other
     servers, other keys, and keys of our entry that we do not set (``env``), are kept."""
-    file = read_json(path)
+    file = read_json(path, _is_users(path))
     data = json.loads(json.dumps(file.data))
     servers = _servers(file, data, key, create=True)
     assert servers is not None
@@ -381,6 +397,7 @@ def plan_mcp_install(
         file.text,
         render(data, file.indent, file.text),
         f"{verb} the MCP server {name} in {path}: {words}",
+        file.follow_links,
     )
 
 
@@ -389,7 +406,7 @@ def plan_mcp_uninstall(
 ) -> Change:
     """Remove our entry from the ``mcpServers`` table at ``key`` (and the table, if that left
     it empty); nothing else."""
-    file = read_json(path)
+    file = read_json(path, _is_users(path))
     data = json.loads(json.dumps(file.data))
     servers = _servers(file, data, key, create=False)
     if servers is None or name not in servers:
@@ -405,6 +422,7 @@ def plan_mcp_uninstall(
         file.text,
         render(data, file.indent, file.text),
         f"removed the MCP server {name} from {path}",
+        file.follow_links,
     )
 
 
