@@ -7,14 +7,21 @@ entry is never stale. The repository (identity and work tree) leads the key: two
 commits but not their settings, replace refs or grafts. Entries live in a small SQLite file
 under the user cache directory (per machine: blame reflects the local clone and its settings,
 and must work while the memory store is down), with an in-memory LRU in front. Both are
-bounded; the least recently used entries go first.
+bounded; the least recently used entries go first. The file holds paths, commits and authors:
+it is created 0600 in a directory of mode 0700 (an existing one of ours is tightened).
+
+A path that is not UTF-8 (git gives its bytes, read with surrogate escapes) is stored as a BLOB
+of those bytes: SQLite cannot bind it as text, and a BLOB never equals a TEXT, so no two paths
+share a key.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
+import stat
 import threading
 import time
 import zlib
@@ -60,6 +67,52 @@ _SCHEMA = (
 )
 
 
+def _sql_text(value: str) -> str | bytes:
+    """A string as SQLite can bind it: itself, or its bytes when it is not UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape")
+    return value
+
+
+def _py_text(value: object) -> str:
+    """What _sql_text stored, read back."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return str(value)
+
+
+def _private(path: Path) -> None:
+    """Make ``path``'s directory 0700 and the file (and SQLite's companions) 0600: created so,
+    or tightened when they are ours. A directory shared with others (sticky, like /tmp), not
+    ours, or the home directory is left as it is; links are never followed."""
+    directory = path.parent
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = directory.lstat()
+    if (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and not info.st_mode & stat.S_ISVTX
+        and stat.S_IMODE(info.st_mode) & 0o077
+        and directory.resolve() not in (Path.home().resolve(), Path("/"))
+    ):
+        os.chmod(directory, stat.S_IMODE(info.st_mode) & 0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+            os.fchmod(fd, stat.S_IMODE(info.st_mode) & 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm", "-journal"):
+        companion = path.with_name(path.name + suffix)
+        with contextlib.suppress(OSError):
+            info = companion.lstat()
+            if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+                os.chmod(companion, stat.S_IMODE(info.st_mode) & 0o600)
+
+
 @dataclass(frozen=True, slots=True)
 class CacheKey:
     """What a cached blame depends on: the repository (a digest of its identity and work
@@ -70,9 +123,9 @@ class CacheKey:
     commit: CommitSha
     fingerprint: str
 
-    def row(self) -> tuple[str, str, str, str]:
+    def row(self) -> tuple[str, str | bytes, str, str]:
         """The key as SQL parameters, in the column order of the tables."""
-        return (self.repo, self.path, self.commit.value, self.fingerprint)
+        return (self.repo, _sql_text(self.path), self.commit.value, self.fingerprint)
 
 
 def encode_blame(blame: Blame) -> bytes:
@@ -141,7 +194,7 @@ class BlameCache:
 
     def _open(self, path: Path) -> sqlite3.Connection | None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _private(path)
             db = sqlite3.connect(path, check_same_thread=False, timeout=5, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("BEGIN IMMEDIATE")  # one process at a time replaces an old format
@@ -204,7 +257,7 @@ class BlameCache:
             try:
                 row = self._db.execute(
                     "SELECT 1 FROM blame WHERE repo = ? AND path = ? AND fingerprint = ? LIMIT 1",
-                    (repo, path, fingerprint),
+                    (repo, _sql_text(path), fingerprint),
                 ).fetchone()
             except sqlite3.Error:
                 return False
@@ -231,7 +284,7 @@ class BlameCache:
                     rows = self._db.execute(
                         "SELECT commit_sha FROM blame WHERE repo = ? AND path = ?"
                         f" AND fingerprint = ? AND commit_sha IN ({','.join('?' * len(chunk))})",
-                        (repo, path, fingerprint, *chunk),
+                        (repo, _sql_text(path), fingerprint, *chunk),
                     ).fetchall()
                     found.update(wanted[r[0]] for r in rows if r[0] in wanted)
             except sqlite3.Error:
@@ -253,7 +306,7 @@ class BlameCache:
                     (*key.row(), line),
                 ).fetchone()
                 if row is not None:
-                    return BlameLine(line, CommitSha(row[0]), row[1], row[2])
+                    return BlameLine(line, CommitSha(row[0]), _py_text(row[1]), row[2])
                 present = self._db.execute(
                     f"SELECT 1 FROM blame WHERE {_KEY}", key.row()
                 ).fetchone()
@@ -271,7 +324,7 @@ class BlameCache:
                 row = self._db.execute(
                     "SELECT last_commit, text_sha FROM head_file"
                     " WHERE repo = ? AND path = ? AND head = ?",
-                    (repo, path, head.value),
+                    (repo, _sql_text(path), head.value),
                 ).fetchone()
                 return None if row is None else (CommitSha(row[0]), str(row[1]))
             except (sqlite3.Error, ValueError):
@@ -287,7 +340,7 @@ class BlameCache:
             try:
                 self._db.execute(
                     "INSERT OR REPLACE INTO head_file VALUES (?, ?, ?, ?, ?, ?)",
-                    (repo, path, head.value, last.value, text_sha, time.time()),
+                    (repo, _sql_text(path), head.value, last.value, text_sha, time.time()),
                 )
                 self._db.execute(
                     "DELETE FROM head_file WHERE (repo, path, head) IN (SELECT repo, path, head"
@@ -315,7 +368,13 @@ class BlameCache:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO blame_line VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (*key.row(), ln.line, ln.commit.value, ln.orig_path, ln.orig_line)
+                        (
+                            *key.row(),
+                            ln.line,
+                            ln.commit.value,
+                            _sql_text(ln.orig_path),
+                            ln.orig_line,
+                        )
                         for ln in blame.lines
                     ],
                 )
