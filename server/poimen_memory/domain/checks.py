@@ -15,6 +15,9 @@ from typing import Any, Final, TypeVar
 # Postgres `integer` bounds every turn index and line number we store; `bigint` the rest.
 INT4_MAX: Final = 2**31 - 1
 BIGINT_MAX: Final = 2**63 - 1
+# Years every timestamp must fall in once converted to UTC: what Postgres and Python share.
+MIN_YEAR: Final = 1
+MAX_YEAR: Final = 9999
 
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -98,6 +101,16 @@ def parse_timestamp(name: str, value: object) -> datetime:
         raise ContentError(f"{name}: expected an ISO 8601 timestamp string, got {show(value)}")
     if ts.tzinfo is None or ts.utcoffset() is None:
         raise ContentError(f"{name}: timestamp needs a UTC offset (e.g. 'Z'): {show(value)}")
+    # The store and every reader share years 1 to 9999 only: an instant outside them once in
+    # UTC (``0001-01-01T00:00:00+14:00`` is 1 BC) would be stored but could never be read back.
+    try:
+        utc = ts.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not MIN_YEAR <= utc.year <= MAX_YEAR:
+        raise ContentError(
+            f"{name}: timestamp outside the years {MIN_YEAR} to {MAX_YEAR} in UTC: {show(value)}"
+        )
     return ts
 
 

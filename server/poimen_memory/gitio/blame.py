@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.errors import BinaryFile, GitFailed
@@ -156,6 +156,18 @@ def parse_porcelain(
     return Blame(path=path, rev=rev, lines=tuple(out), commits=commits, complete=complete)
 
 
+# The commit dates every reader can hold: git writes any number (a forged commit, or
+# ``hash-object --literally``), Python and the store stop at year 9999. A day inside the
+# limits, so that any UTC offset keeps the date in range.
+_EARLIEST = int(datetime(1, 1, 2, tzinfo=UTC).timestamp())
+_LATEST = int(datetime(9999, 12, 30, tzinfo=UTC).timestamp())
+
+
+def commit_time(seconds: int, tz: tzinfo = UTC) -> datetime:
+    """A commit date git gives in seconds since the epoch, clamped to the years 1 to 9999."""
+    return datetime.fromtimestamp(min(max(seconds, _EARLIEST), _LATEST), tz)
+
+
 def _commit(sha: CommitSha, info: dict[bytes, bytes]) -> BlameCommit:
     def text(key: bytes) -> str:
         return info.get(key, b"").decode("utf-8", "replace")
@@ -164,8 +176,8 @@ def _commit(sha: CommitSha, info: dict[bytes, bytes]) -> BlameCommit:
     if email.startswith("<") and email.endswith(">"):
         email = email[1:-1]
     try:
-        when = datetime.fromtimestamp(int(info.get(b"author-time", b"0")), UTC)
-    except (ValueError, OverflowError, OSError):
+        when = commit_time(int(info.get(b"author-time", b"0")))
+    except ValueError:
         when = datetime.fromtimestamp(0, UTC)
     return BlameCommit(
         sha=sha,

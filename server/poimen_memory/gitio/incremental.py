@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
 
 from poimen_memory.domain import CommitSha
-from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
+from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine, commit_time
 from poimen_memory.gitio.blamelog import (
     MAX_WALK,
     Hunk,
@@ -363,9 +362,7 @@ class _Walk:
             found = known.get(sha) or self.extra_commits.get(sha)
             if found is None:
                 name, email, when, summary = self.authors[sha.value]
-                found = BlameCommit(
-                    sha, name, email, datetime.fromtimestamp(when, UTC), summary, False
-                )
+                found = BlameCommit(sha, name, email, commit_time(when), summary, False)
             commits[sha] = found
         return Blame(
             path=path, rev=target, lines=tuple(lines), commits=commits, complete=not partial

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, TypeVar
 
+from poimen_memory.gitio.blame import commit_time
 from poimen_memory.gitio.errors import GitFailed
 from poimen_memory.gitio.runner import failure
 
@@ -97,7 +98,7 @@ class ObjectReader:
 
         def read() -> CommitRecord:
             commit = git.Commit(self._repo, bytes.fromhex(oid))
-            when = datetime.fromtimestamp(
+            when = commit_time(
                 commit.authored_date, timezone(timedelta(seconds=-commit.author_tz_offset))
             )
             message = commit.message
@@ -109,7 +110,7 @@ class ObjectReader:
 
         try:
             return self._ask(_CONTENTS, read)
-        except (LookupError, IndexError, TypeError, AttributeError, OverflowError):
+        except (LookupError, IndexError, TypeError, AttributeError, OverflowError, ValueError):
             # Not the parser's words: they may quote the object.
             raise GitFailed(f"git cat-file: unreadable commit {sha}") from None
 

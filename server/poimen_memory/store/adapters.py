@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Dumper
+from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 
 from poimen_memory.domain import CommitSha, Level, ProjectId, QueryId, RepoId, RunId, Sha256Hash
 
@@ -42,7 +44,32 @@ class ValueDumper(Dumper):
         return value.encode()
 
 
+class _ReadableTimestamptz(TimestamptzLoader):
+    """A ``timestamptz`` as a datetime, or None when Python cannot hold it (a year before 1
+    or after 9999, stored before timestamps were checked at the door): the reader skips the
+    row instead of failing the whole answer."""
+
+    def load(self, data: Buffer) -> Any:
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            return None
+
+
+class _ReadableTimestamptzBinary(TimestamptzBinaryLoader):
+    """The binary form of ``_ReadableTimestamptz``."""
+
+    def load(self, data: Buffer) -> Any:
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            return None
+
+
 def register_domain_types(context: AdaptContext) -> None:
-    """Let ``context`` (a connection, a cursor or an adapters map) take domain values."""
+    """Let ``context`` (a connection, a cursor or an adapters map) take domain values, and
+    read a ``timestamptz`` out of Python's range as None."""
     for cls in DUMPED_AS_VALUE:
         context.adapters.register_dumper(cls, ValueDumper)
+    context.adapters.register_loader("timestamptz", _ReadableTimestamptz)
+    context.adapters.register_loader("timestamptz", _ReadableTimestamptzBinary)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg.rows import tuple_row
@@ -18,6 +19,7 @@ from poimen_memory.domain import (
     Anchor,
     CommitInfo,
     CommitSha,
+    ContentError,
     MemoryNode,
     ProjectId,
     RepoId,
@@ -26,7 +28,7 @@ from poimen_memory.domain import (
 )
 from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import query
-from poimen_memory.store.reads import node_from_row
+from poimen_memory.store.reads import readable_node
 
 __all__ = ["MAX_ANCHORS", "Evidence", "EvidencePage", "EvidenceReads", "Run"]
 
@@ -119,7 +121,8 @@ class EvidenceReads:
         else:
             rows = conn.execute(query("evidence"), {**columns, "project": project}).fetchall()
         seen: dict[str, MemoryNode] = {}
-        return [_evidence_from_row(project, row, seen) for row in rows]
+        found = (_evidence_from_row(project, row, seen) for row in rows)
+        return [evidence for evidence in found if evidence is not None]
 
     def evidence_at_line(
         self, project: ProjectId, repo: RepoId, commit: CommitSha, file: str, line: int
@@ -355,27 +358,43 @@ def _commit_info(repo: RepoId, row: dict[str, Any]) -> CommitInfo:
     )
 
 
+def _stored_timestamp(value: object) -> datetime | None:
+    """A ``timestamptz`` as the evidence query's JSON writes it; None when it is out of the
+    years every reader shares (Postgres writes 1 BC as ``0001-...+00:00 BC``)."""
+    try:
+        return parse_timestamp("created_at", value)
+    except ContentError:
+        return None
+
+
 def _evidence_from_row(
     project: ProjectId, row: dict[str, Any], seen: dict[str, MemoryNode]
-) -> Evidence:
-    """One row of the evidence query; ``seen`` shares the nodes met in earlier rows."""
+) -> Evidence | None:
+    """One row of the evidence query; ``seen`` shares the nodes met in earlier rows. None when
+    its node cannot be read back (``readable_node``); an unreadable ancestor is left out."""
     repo = RepoId(row["repo"])
     commit = CommitSha(row["commit_sha"])
     node = seen.get(row["sha256"])
     if node is None:
-        node = seen[row["sha256"]] = node_from_row({**row, "parents": ()})
+        node = readable_node({**row, "parents": ()})
+        if node is None:
+            return None
+        seen[row["sha256"]] = node
     ancestors = []
     for a in row["ancestors"]:
         ancestor = seen.get(a["sha256"])
         if ancestor is None:
-            ancestor = seen[a["sha256"]] = node_from_row(
+            ancestor = readable_node(
                 {
                     **a,
                     "project": row["project"],
                     "parents": a.get("parents") or (),
-                    "created_at": parse_timestamp("created_at", a["created_at"]),
+                    "created_at": _stored_timestamp(a["created_at"]),
                 }
             )
+            if ancestor is None:
+                continue
+            seen[a["sha256"]] = ancestor
         ancestors.append((ancestor, int(a["depth"])))
     return Evidence(
         anchor=Anchor(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +15,13 @@ from poimen_memory.store.migrations import applied_versions, available
 from poimen_memory.store.pending import pending_count
 from poimen_memory.store.queries import query
 
-__all__ = ["NodeReads", "StoreStatus", "WalkedNode", "node_from_row"]
+__all__ = ["NodeReads", "StoreStatus", "WalkedNode", "node_from_row", "readable_node"]
+
+log = logging.getLogger(__name__)
+
+# The rows already reported as unreadable, so each is logged once per process.
+_reported: set[tuple[str, str]] = set()
+_reported_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +64,26 @@ def node_from_row(row: Mapping[str, Any]) -> MemoryNode:
     )
 
 
+def readable_node(row: Mapping[str, Any]) -> MemoryNode | None:
+    """``node_from_row``, or None for a row that cannot be read back (a ``created_at`` out of
+    the years 1 to 9999, stored before the check at the door): the lookup answers without
+    it, and the row is logged once."""
+    if row.get("created_at") is not None:
+        return node_from_row(row)
+    key = (str(row.get("project")), str(row.get("sha256")))
+    with _reported_lock:
+        first = key not in _reported
+        _reported.add(key)
+    if first:
+        log.warning(
+            "memory node %s of project %s cannot be read (its created_at is out of the years "
+            "1 to 9999); lookups leave it out",
+            key[1],
+            key[0],
+        )
+    return None
+
+
 class NodeReads:
     """The store's reads of nodes, on its connector."""
 
@@ -67,7 +95,8 @@ class NodeReads:
         if not wanted:
             return []
         rows = self._connector.fetch_all("nodes_by_sha", {"project": project, "shas": wanted})
-        by_sha = {node.sha256: node for node in map(node_from_row, rows)}
+        nodes = (node for node in map(readable_node, rows) if node is not None)
+        by_sha = {node.sha256: node for node in nodes}
         return [by_sha[s] for s in wanted if s in by_sha]
 
     def node_levels(
@@ -86,13 +115,15 @@ class NodeReads:
         if not start:
             return []
         rows = self._connector.fetch_all("walk_up", {"project": project, "shas": start})
+        walked = ((readable_node(row), row) for row in rows)
         return [
             WalkedNode(
-                node=node_from_row(row),
+                node=node,
                 depth=row["depth"],
                 origins=tuple(Sha256Hash(o) for o in row["origins"]),
             )
-            for row in rows
+            for node, row in walked
+            if node is not None
         ]
 
     def search(self, project: ProjectId, text: str, limit: int) -> list[tuple[MemoryNode, float]]:
@@ -100,7 +131,8 @@ class NodeReads:
         rows = self._connector.fetch_all(
             "search", {"project": project, "query": text, "limit": limit}
         )
-        return [(node_from_row(r), float(r["rank"])) for r in rows]
+        found = ((readable_node(r), float(r["rank"])) for r in rows)
+        return [(node, rank) for node, rank in found if node is not None]
 
     def evidence_below(
         self, project: ProjectId, shas: Iterable[Sha256Hash]
