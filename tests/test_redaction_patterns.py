@@ -36,12 +36,22 @@ _JWT = (
     ".dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 )
 _GOOGLE = "AIza" + "SyD3x7Kd9Qw2Lm4Np6Rs8Tv0Yb3Zc5Fg1Hj"
+_PYPI = (
+    "pypi-" + "AgEIcHlwaS5vcmc"
+    "CJDk3ZTFhYjYyLWE0NWQtNGQ0Ni05ZmI2LTMwYmY3YjNlYjcxZAACKlszLCJkNGQxZjQ0Ny1mZjU0LTQ2"
+    "MmYtYWI5Zi1kNzk1MTA0OTM1MWYiXQAABiDx7Kd9Qw2Lm4Np6Rs8Tv0Yb3Zc5Fg1Hj7Mk9W_Xy7Kd9Qw2L"
+)
 SAMPLES: dict[str, tuple[str, str]] = {
     "private-key": ("deploy key:\n{}\nkeep it safe", _PEM),
     "aws-access-key": ("the access key {} was rotated", "AKIA" + "Z7QK4M2XW9RT5HPL"),
     "github-token": ("cloned with {} yesterday", "ghp_" + "x7Kd9Qw2Lm4Np6Rs8Tv0Yb3Zc5Fg1Hj7Mk9W"),
     "gitlab-token": ("the runner used {} to push", "glpat-" + "Xy7Kd9Qw2Lm4Np6Rs8Tv"),
     "npm-token": ("published with {} from CI", "npm_" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5"),
+    "pypi-token": ("uploaded the wheel with {} as the password", _PYPI),
+    "dockerhub-token": ("docker login -u kong --password-stdin <<< {}",
+                        "dckr_pat_" + "Xy7Kd9Qw2Lm4Np6Rs8Tv0Yb3Zc5"),
+    "sendgrid-key": ("the mailer sends with {} in prod",
+                     "SG." + "Xy7Kd9Qw2Lm4Np6Rs8Tv0Y" + ".Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7Ab3C"),
     "huggingface-token": ("pulled the model with {} today", "hf_" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3W"),
     "anthropic-key": ("the agent ran with {} set", "sk-ant-" + "api03-Xy7Kd9Qw2Lm4Np6Rs8Tv0Yb3Zc"),
     # The marker replaces what follows "sk-": the prefix alone says nothing.

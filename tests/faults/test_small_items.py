@@ -1,6 +1,7 @@
 """Smaller hostile-input items: a file whose history has a name that is not UTF-8 gets a blame
 (or one clear line), never a traceback; the local blame cache (paths, commits, authors) is
-private: 0600 in a 0700 directory, an existing looser one tightened."""
+private: 0600 in a 0700 directory, an existing looser one tightened; PyPI, Docker Hub and
+SendGrid tokens are redacted."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from poimen_memory.ingest.redact import redact
+
 from ..gitrepo import ALICE, BOB, FixtureRepo
+from ..test_redaction_patterns import SAMPLES
 
 ODD = os.fsdecode(b"caf\xe9.txt")  # Latin-1, not UTF-8
 
@@ -103,3 +107,11 @@ def test_an_existing_world_readable_blame_cache_is_tightened(tmp_path: Path) -> 
     for path in cache.iterdir():
         if path.name.startswith("blame.sqlite3"):
             assert _mode(path) == 0o600, path
+
+
+def test_pypi_and_other_registry_tokens_are_redacted() -> None:
+    for kind in ("pypi-token", "dockerhub-token", "sendgrid-key"):
+        around, secret = SAMPLES[kind]
+        text = around.format(secret)
+        assert secret not in redact(text), kind
+        assert f"[REDACTED:{kind}]" in redact(text), kind

@@ -245,6 +245,11 @@ def _detectors() -> tuple[Detector, ...]:
             r"(?:\.[0-9A-Za-z_-]+)*|GR1348941[0-9A-Za-z_-]{20,})",
         ),
         token("npm-token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+        # A PyPI API token: a macaroon whose base64 starts with its location (pypi.org or
+        # test.pypi.org), ~170 characters in all.
+        token("pypi-token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
+        token("dockerhub-token", r"\bdckr_pat_[A-Za-z0-9_-]{27,}"),
+        token("sendgrid-key", r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b"),
         token("huggingface-token", r"\b(?:hf|api_org)_[A-Za-z0-9]{34}\b"),
         token("anthropic-key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
         token(
