@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Document",
+    "PendingRoots",
     "give_back_memory",
     "locate",
     "open_document",
@@ -52,6 +54,36 @@ class Document:
         """Whether the open buffer has more than ``max_lines`` lines (known without building
         its text)."""
         return isinstance(self.buffer, Buffer) and self.buffer.line_breaks > max_lines
+
+
+class PendingRoots:
+    """Workspace folders whose repository is still being found (in a thread of its own: a
+    file in ``.git`` that never ends, such as a FIFO, must block nothing else). Their files
+    are treated as outside the workspace until it is found, so no request waits on them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # held for a set operation only, never across a read
+        self._roots: frozenset[Path] = frozenset()
+
+    def begin(self, root: Path) -> bool:
+        """Mark ``root`` pending; False when it already is (a search is still under way)."""
+        with self._lock:
+            if root in self._roots:
+                return False
+            self._roots = self._roots | {root}
+            return True
+
+    def end(self, root: Path) -> None:
+        """``root``'s search has finished, found or not."""
+        with self._lock:
+            self._roots = self._roots - {root}
+
+    def __contains__(self, root: object) -> bool:
+        return root in self._roots
+
+    def covers(self, path: Path) -> bool:
+        """Whether ``path`` is in a pending folder."""
+        return any(path.is_relative_to(root) for root in self._roots)
 
 
 def workspace_roots(params: types.InitializeParams) -> list[Path]:
@@ -95,6 +127,8 @@ def workspace_path(ls: PoimenServer, uri: str) -> Path | None:
         return None
     resolved = _resolved(path)
     if resolved is None or not any(resolved.is_relative_to(root) for root in ls.state.roots):
+        return None
+    if ls.state.pending_roots.covers(resolved):
         return None
     return path
 

@@ -6,18 +6,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from concurrent.futures import Future
 from functools import partial
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
 
 from poimen_memory.domain import ContentError
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.lookup import LookupFailed, LookupService
+from poimen_memory.lookup import LookupService, NotInRepository
 from poimen_memory.lsp.config import SECTION, names_section, parse_config
 from poimen_memory.lsp.documents import workspace_roots
-from poimen_memory.operations import build_services
+from poimen_memory.operations import Services, build_services
 from poimen_memory.settings import Settings, load_settings, redact_dsn
 from poimen_memory.wiring import IngestListener, open_store
 
@@ -40,16 +42,23 @@ log = logging.getLogger("poimen_memory.lsp")
 # The store connects on first use; an editor request waits at most 1.5 s for it.
 _open_store = partial(open_store, timeout=1.5, statement_timeout_ms=1500, lazy=True)
 
+# Each workspace folder's repository is found in a daemon thread of its own, never on the
+# event loop: a read of a file in .git can block for ever (a FIFO), and a thread stuck in
+# open() cannot be stopped. initialize waits this long for them, then answers anyway...
+FOLDER_WAIT: Final = 2.0
+# ... and a folder still not found after this long is reported (once) and left out.
+FOLDER_REPORT_AFTER: Final = 5.0
 
-def initialize(ls: PoimenServer, params: types.InitializeParams) -> None:
-    """The workspace folders and initializationOptions; then the lookup service."""
-    try:
-        ls.loop = asyncio.get_running_loop()
-    except RuntimeError:
-        ls.loop = None
+
+async def initialize(ls: PoimenServer, params: types.InitializeParams) -> None:
+    """The workspace folders and initializationOptions; then the lookup service. Answers
+    within FOLDER_WAIT seconds, whatever the folders' repositories do."""
+    ls.loop = asyncio.get_running_loop()
     ls.state.roots = workspace_roots(params)
     apply_config(ls, params.initialization_options, base=_machine_settings(ls))
-    rebuild_service(ls)
+    searches = rebuild_service(ls)
+    if searches:
+        await asyncio.wait([asyncio.wrap_future(f) for f in searches], timeout=FOLDER_WAIT)
 
 
 async def initialized(ls: PoimenServer, params: types.InitializedParams) -> None:
@@ -125,8 +134,9 @@ def apply_config(ls: PoimenServer, raw: object, *, base: Settings | None = None)
     ls.state.lenses.clear()
 
 
-def rebuild_service(ls: PoimenServer) -> None:
-    """(Re)create the store and the services from the current settings."""
+def rebuild_service(ls: PoimenServer) -> list[Future[None]]:
+    """(Re)create the store and the services from the current settings; the searches for
+    the workspace folders' repositories it starts (they run on in the background)."""
     config = ls.state.config
     old = ls.state.services
     try:
@@ -136,17 +146,67 @@ def rebuild_service(ls: PoimenServer) -> None:
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
         store = _open_store(config.model_copy(update={"dsn": None}))
     services = build_services(store, config)
-    for root in ls.state.roots:
-        try:
-            services.service.checkouts.add(root)
-        except LookupFailed as exc:
-            log.info("workspace folder %s: %s", root, exc)
     ls.state.services = services
+    searches = [search for root in ls.state.roots if (search := _find_folder(ls, services, root))]
+    if searches:
+        timer = threading.Timer(FOLDER_REPORT_AFTER, ls.call_soon, (partial(_report_folders, ls),))
+        timer.daemon = True
+        timer.start()
     # Connect now, in the background, so the first hover does not pay for it.
     threading.Thread(target=store.warm_up, name="poimen-connect", daemon=True).start()
     if old is not None:
         threading.Thread(target=old.store.close, daemon=True).start()
     start_listener(ls)
+    return searches
+
+
+def _find_folder(ls: PoimenServer, services: Services, root: Path) -> Future[None] | None:
+    """Register the work tree of workspace folder ``root`` in a daemon thread (it holds no
+    lock while it reads, and exit does not wait for it); None when a search for it is still
+    under way (its files are left out until that one ends; a later file finds its tree)."""
+    if not ls.state.pending_roots.begin(root):
+        return None
+    done: Future[None] = Future()
+
+    def find() -> None:
+        problem = None
+        try:
+            services.service.checkouts.add(root)
+        except NotInRepository as exc:  # a folder of several repositories, or of none
+            log.info("workspace folder %s: %s", root, exc)
+        except Exception as exc:  # git failed: said once; never takes the server down
+            problem = f"{str(exc).rstrip('.')}; no memories are shown for this folder"
+        finally:
+            ls.state.pending_roots.end(root)
+            done.set_result(None)
+        if problem is not None:
+            ls.call_soon(partial(_report_folder, ls, root, problem))
+
+    threading.Thread(target=find, name="poimen-folder", daemon=True).start()
+    return done
+
+
+def _report_folder(ls: PoimenServer, root: Path, problem: str) -> None:
+    """Show, once for each folder, why its memories are not shown (one line)."""
+    if root in ls.state.roots_reported:
+        return
+    ls.state.roots_reported.add(root)
+    message = " ".join(f"workspace folder {root}: {problem}".split())
+    log.info("%s", message)
+    ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, message))
+
+
+def _report_folders(ls: PoimenServer) -> None:
+    """Report the folders whose repository has not answered yet; they stay left out."""
+    for root in ls.state.roots:
+        if root in ls.state.pending_roots:
+            _report_folder(
+                ls,
+                root,
+                f"its git repository did not answer within {FOLDER_REPORT_AFTER:g} s (a file "
+                "in .git that never ends, such as a FIFO?); no memories are shown for this "
+                "folder",
+            )
 
 
 def start_listener(ls: PoimenServer) -> None:

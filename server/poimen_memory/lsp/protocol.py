@@ -3,18 +3,24 @@ before ``initialize`` and at ``exit``.
 
 Before ``initialize`` a request is answered with ``ServerNotInitialized`` (-32002) and a
 notification is dropped, except ``exit``. ``exit`` ends the process with status 0 after a
-``shutdown`` request, else 1.
+``shutdown`` request, else 1, and within EXIT_GRACE seconds even when a thread is stuck
+(reading a FIFO in some ``.git``: such a thread cannot be stopped, and Python waits for
+worker threads before it ends).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import threading
+from typing import Any, Final
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcServerNotInitialized
 from pygls.protocol import LanguageServerProtocol
 
-__all__ = ["PoimenProtocol"]
+__all__ = ["EXIT_GRACE", "PoimenProtocol"]
+
+EXIT_GRACE: Final = 5.0
 
 
 class PoimenProtocol(LanguageServerProtocol):
@@ -31,6 +37,10 @@ class PoimenProtocol(LanguageServerProtocol):
         method = getattr(message, "method", None)
         if method == types.EXIT:
             self.exit_status = 0 if self._shutdown else 1
+            # The usual way out runs first; this one ends the process if that one hangs.
+            deadline = threading.Timer(EXIT_GRACE, os._exit, (self.exit_status,))
+            deadline.daemon = True
+            deadline.start()
         elif method == types.INITIALIZE:
             self.initialize_received = True
         elif method is not None and not self.initialize_received:

@@ -32,6 +32,7 @@ from poimen_memory.errors import StoreUnavailable
 from poimen_memory.lookup import LookupFailed, LookupService
 from poimen_memory.lsp import UNREACHABLE
 from poimen_memory.lsp.buffers import did_change, did_close, did_open
+from poimen_memory.lsp.documents import PendingRoots
 from poimen_memory.lsp.hover import HoverTexts, hover
 from poimen_memory.lsp.lenses import DocLenses, code_lens, resolve_code_lens
 from poimen_memory.lsp.lifecycle import (
@@ -61,6 +62,8 @@ class ServerState:
     config_problems: frozenset[str] = frozenset()  # as last reported, not shown again
     services: Services | None = None
     roots: list[Path] = field(default_factory=list)
+    pending_roots: PendingRoots = field(default_factory=PendingRoots)
+    roots_reported: set[Path] = field(default_factory=set)  # as not answering, said once
     lenses: dict[str, DocLenses] = field(default_factory=dict)
     hover_texts: HoverTexts = field(default_factory=HoverTexts)
     unreachable_reported: bool = False
