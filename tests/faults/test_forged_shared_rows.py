@@ -13,10 +13,19 @@ import psycopg
 from poimen_memory.domain import ProjectId
 from poimen_memory.gitio import GitRepo
 from poimen_memory.gitio.blame import differences
-from poimen_memory.lookup import Checkouts, new_checkouts
+from poimen_memory.lookup import (
+    ByGitRequest,
+    Checkouts,
+    HoverRequest,
+    LookupService,
+    RememberRequest,
+    build_service,
+    new_checkouts,
+)
+from poimen_memory.recording import Recorder
 from poimen_memory.store import Store
 
-from ..gitrepo import FixtureRepo, clone, kong_repo
+from ..gitrepo import ALICE, BOB, FixtureRepo, clone, kong_repo, numbered
 
 FILE = "src/kong/buffer.rs"
 
@@ -27,12 +36,14 @@ def _checkouts(tmp_path: Path, name: str, store: Store, project: ProjectId) -> C
     return known
 
 
-def _forge(store_dsn: str, project: ProjectId, runs: list[tuple[str, str, int, int]]) -> None:
+def _forge(
+    store_dsn: str, project: ProjectId, runs: list[tuple[str, str, int, int]], path: str = FILE
+) -> None:
     """Rewrite the runs of the project's one shared blame in SQL, as a teammate could."""
     key = project.value
     with psycopg.connect(store_dsn, autocommit=False) as conn:
         file_id = conn.execute(
-            "SELECT id FROM blame_file WHERE project = %s AND path = %s", (key, FILE)
+            "SELECT id FROM blame_file WHERE project = %s AND path = %s", (key, path)
         ).fetchone()
         assert file_id is not None
         conn.execute("DELETE FROM blame_run WHERE project = %s AND file_id = %s", (key, file_id[0]))
@@ -115,3 +126,53 @@ def test_an_honest_row_is_still_used(tmp_path: Path, store: Store, project: Proj
     assert source == "shared"
     assert differences(found, truth) == []
     assert GitRepo.discover(theirs.root).head() == blamer_b.repo.head()
+
+
+def _texts(service: LookupService, root: Path, line: int) -> tuple[list[str], list[str]]:
+    """The memories a hover and a lookup by git show on ``line`` of app.py."""
+    hover = service.hover(HoverRequest(file=str(root / "app.py"), line=line))
+    by_git = service.by_git(ByGitRequest.parse({"file": "app.py", "line": line, "repo": str(root)}))
+    return (
+        [] if hover is None else [m.node.text for m in hover.memories],
+        [m.node.text for m in by_git.memories],
+    )
+
+
+def test_a_forged_row_does_not_move_a_memory_in_a_teammates_clone(
+    tmp_path: Path, store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    origin = FixtureRepo.create(tmp_path / "origin")
+    origin.write("app.py", numbered("# app", 20))
+    origin.commit("base", "Initial", ALICE)
+    origin.set_line("app.py", 5, "retry = 3  # the flaky upstream")
+    five = origin.commit("five", "Retry upstream", BOB)
+    origin.set_line("app.py", 12, "timeout = 30  # the slow disk")
+    twelve = origin.commit("twelve", "Wait for the disk", ALICE)
+    mine = clone(str(origin.root), tmp_path / "mine")
+    service_a = build_service(
+        store, [mine.root], project, cache_path=tmp_path / "a-memories.db", shared_blames=False
+    )
+    recorder = Recorder(service_a)
+    for line, text in ((5, "Upstream drops one call in ten."), (12, "The disk stalls for 20 s.")):
+        recorder.remember(RememberRequest.parse({"text": text, "file": "app.py", "line": line}))
+    # The row a teammate shares, then edited in SQL: line 12 comes from line 5 of `five`.
+    a = _checkouts(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / "app.py")
+    truth = blamer_a.blame_file(rel)
+    a.flush()
+    assert truth.origin(12) is not None
+    assert truth.origin(12).commit.value == twelve
+    lines = [(o.commit.value, o.orig_path, o.orig_line) for o in truth.lines]
+    lines[12 - 1] = (five, "app.py", 5)
+    _forge(store_dsn, project, _runs(lines), "app.py")
+
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    service_b = build_service(store, [theirs.root], project, cache_path=tmp_path / "b.db")
+    assert _texts(service_b, theirs.root, 12) == (
+        ["The disk stalls for 20 s."],
+        ["The disk stalls for 20 s."],
+    )
+    assert _texts(service_b, theirs.root, 5) == (
+        ["Upstream drops one call in ten."],
+        ["Upstream drops one call in ten."],
+    )
