@@ -32,7 +32,10 @@ import asyncio
 import hmac
 import inspect
 import ipaddress
+import json
 import logging
+import resource
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any, Literal
 
@@ -47,6 +50,8 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from poimen_memory import __version__
 from poimen_memory.errors import ErrorKind, Refused, SchemaMissing
@@ -62,6 +67,7 @@ __all__ = [
     "create_app",
     "is_loopback",
     "served_hosts",
+    "server_config",
 ]
 
 log = logging.getLogger(__name__)
@@ -403,3 +409,147 @@ def create_app(
         read_timeout=read_timeout,
     )
     return app
+
+
+# -- connections: headers on time, and a cap -----------------------------------------------------
+
+_HEADER_BYTES = 16 * 1024  # the request line and headers together (h11's own default)
+_ACCEPTS = 64  # connections accepted at once; each takes a descriptor before it is checked
+_RESERVED_FDS = 2 * _ACCEPTS  # for those, the store's connections, git, files and logs
+
+
+def _connection_cap(wanted: int) -> int:
+    """``wanted``, lowered so that that many connections leave descriptors for the rest of
+    the process (after raising the soft limit on open files as far as the hard one allows)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = wanted + _RESERVED_FDS
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, soft - _RESERVED_FDS))
+
+
+class _Connection(H11Protocol):
+    """uvicorn's HTTP/1.1 connection with two limits of its own. Its request line and headers
+    must arrive whole within ``header_timeout`` seconds of its first byte (of the connection,
+    or after the previous answer): a client that sends them slowly, or not at all, is closed,
+    before any check of its token could run. At most ``max_connections`` are open: one more
+    closes the connection that has waited longest for its headers, or, when every one is in
+    the middle of a request, is answered 503 and closed."""
+
+    header_timeout = 10.0
+    max_connections = 256
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiting_since: float | None = time.monotonic()
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections and not self._make_room():
+            self._refuse()
+            return
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._waiting():
+            if self._waiting_since is None:
+                self._waiting_since = time.monotonic()
+            self._arm()
+        else:
+            self._waiting_since = None
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        self._waiting_since = time.monotonic()
+        super().on_response_complete()  # idle now: uvicorn's keep-alive timeout closes it
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _waiting(self) -> bool:
+        """Whether no request is in progress: the next one's headers have not all arrived."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def _arm(self) -> None:
+        """Start the headers' clock, unless it runs already (bytes arriving do not reset it)."""
+        if self._timer is None and not self.transport.is_closing():
+            self._timer = self.loop.call_later(self.header_timeout, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _too_slow(self) -> None:
+        self._timer = None
+        if self._waiting() and not self.transport.is_closing():
+            self.transport.close()
+
+    def _make_room(self) -> bool:
+        """Close the connection that has waited longest for its headers; False if none is."""
+        idle = [
+            c
+            for c in self.connections
+            if isinstance(c, _Connection)
+            and c is not self
+            and c._waiting_since is not None
+            and c._waiting()
+            and not c.transport.is_closing()
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c._waiting_since or 0.0)
+        oldest._disarm()
+        oldest.transport.close()
+        return True
+
+    def _refuse(self) -> None:
+        message = (
+            f"connection: too many open connections (at most {self.max_connections}, each in "
+            "the middle of a request); try again shortly"
+        )
+        body = json.dumps({"error": message, "field": "connection"}).encode()
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode() + body)
+        self.transport.close()
+
+
+def server_config(
+    app: ASGIApp,
+    *,
+    header_timeout: float,
+    max_connections: int,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+) -> Config:
+    """uvicorn's configuration for ``mem http`` and ``mem mcp --http``: HTTP/1.1 through
+    ``_Connection`` (headers within ``header_timeout`` seconds and at most 16 KiB, at most
+    ``max_connections`` connections, fewer if the limit on open files needs it), idle
+    keep-alive connections closed after 5 s, warnings only in the log."""
+    cap = _connection_cap(max_connections)
+
+    class Connection(_Connection):
+        pass
+
+    Connection.header_timeout = header_timeout
+    Connection.max_connections = cap
+    return Config(
+        app,
+        host=host,
+        port=port,
+        http=Connection,
+        h11_max_incomplete_event_size=_HEADER_BYTES,
+        timeout_keep_alive=5,
+        backlog=_ACCEPTS,
+        log_level="warning",
+    )

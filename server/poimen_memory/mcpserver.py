@@ -50,8 +50,10 @@ __all__ = [
     "ANSWER_TEXT_LIMIT",
     "INSTRUCTIONS",
     "MAX_BODY",
+    "MAX_SESSIONS",
     "MCP_PATH",
     "READ_TIMEOUT_S",
+    "SESSION_IDLE_TIMEOUT_S",
     "TOOL_NAMES",
     "MemoryTools",
     "bounded",
@@ -66,6 +68,8 @@ MCP_PATH = "/mcp"
 # HTTP is larger than the lookups' (it is the SDK's own default), and so is the time to send.
 MAX_BODY = 4 * 1024 * 1024
 READ_TIMEOUT_S = 30.0
+MAX_SESSIONS = 64  # the settings' mcp_max_sessions
+SESSION_IDLE_TIMEOUT_S = 300.0  # the settings' mcp_session_idle_timeout
 # A tool's text stops here (about 10,000 tokens, under what clients such as Claude Code take
 # from one tool call; each memory's text is already cut at render's TEXT_LIMIT); the
 # structured content always carries the whole answer.
@@ -432,13 +436,25 @@ def serve_stdio(tools: MemoryTools) -> None:
     asyncio.run(run())
 
 
-def http_app(tools: MemoryTools, guard: Callable[[ASGIApp], ASGIApp]) -> ASGIApp:
+def http_app(
+    tools: MemoryTools,
+    guard: Callable[[ASGIApp], ASGIApp],
+    *,
+    max_sessions: int = MAX_SESSIONS,
+    session_idle_timeout: float = SESSION_IDLE_TIMEOUT_S,
+) -> ASGIApp:
     """The streamable HTTP app (MCP at ``/mcp``) inside ``guard``, which checks every request
     before the SDK sees it (``poimen_memory.http.Guard``: Host, Origin, bearer token, body).
     The SDK's own Host and Origin check is off, so that the two never disagree (the guard
-    compares host names case-insensitively, as DNS does)."""
+    compares host names case-insensitively, as DNS does). At most ``max_sessions`` sessions
+    are open (an ``initialize`` beyond them is answered 503), and one without a request for
+    ``session_idle_timeout`` seconds is closed: sessions a client opened and left cannot fill
+    the server's memory, nor keep others out for long."""
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = create_server(tools).streamable_http_app(
-        streamable_http_path=MCP_PATH, transport_security=security
+        streamable_http_path=MCP_PATH,
+        transport_security=security,
+        max_sessions=max_sessions,
+        session_idle_timeout=session_idle_timeout,
     )
     return guard(app)

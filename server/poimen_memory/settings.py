@@ -323,6 +323,36 @@ class Settings(BaseSettings):
     http_allow_origins: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Web page origins let in to the HTTP API (CORS; comma-separated)."
     )
+    http_header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Seconds `mem http` and `mem mcp --http` give a request's line and headers "
+        "to arrive whole, from the connection's first byte (or its first after the previous "
+        "answer); a client slower than that is disconnected.",
+    )
+    http_max_connections: int = Field(
+        default=256,
+        ge=1,
+        le=100_000,
+        description="Connections `mem http` and `mem mcp --http` keep open at most (fewer if the "
+        "limit on open files needs it); one more closes the one that has waited longest for "
+        "its headers, or is answered 503 when every one is in the middle of a request.",
+    )
+    mcp_max_sessions: int = Field(
+        default=64,
+        ge=1,
+        le=100_000,
+        description="MCP sessions `mem mcp --http` keeps open at most; an `initialize` beyond "
+        "that is answered 503 until one ends or is closed for being idle.",
+    )
+    mcp_session_idle_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="Seconds an MCP session of `mem mcp --http` may go without a request before "
+        "it is closed (its client starts a new one).",
+    )
     config: Path = Field(
         default_factory=_default_config,
         description="The TOML config file (environment only).",

@@ -169,7 +169,7 @@ def http(args: argparse.Namespace) -> int:
     """Serve the HTTP API."""
     import uvicorn
 
-    from poimen_memory.http import create_app, served_hosts
+    from poimen_memory.http import create_app, served_hosts, server_config
 
     settings = settings_of(
         args,
@@ -208,7 +208,12 @@ def http(args: argparse.Namespace) -> int:
         if problem is not None:
             reason = str(problem).rstrip(".")
             print(f"mem http: {reason}; answering 503 until it is fixed", file=sys.stderr)
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        limits = server_config(
+            app,
+            header_timeout=settings.http_header_timeout,
+            max_connections=settings.http_max_connections,
+        )
+        server = uvicorn.Server(limits)
         with _hang_up_stops(server):  # uvicorn itself stops gracefully on SIGINT and SIGTERM
             server.run(sockets=[listening])
     return 0

@@ -91,16 +91,19 @@ def mcp_serve(args: argparse.Namespace) -> int:
         if http is None:
             serve_stdio(tools)
         else:
-            _serve_http(tools, *http)
+            _serve_http(tools, *http, settings=settings)
         services.service.checkouts.flush()
     return 0
 
 
-def _serve_http(tools: MemoryTools, host: str, port: int, token: str | None) -> None:
-    """Streamable HTTP behind the HTTP API's guard: Host, Origin, token, body cap."""
+def _serve_http(
+    tools: MemoryTools, host: str, port: int, token: str | None, *, settings: Settings
+) -> None:
+    """Streamable HTTP behind the HTTP API's guard: Host, Origin, token, body cap; headers on
+    time, connections and sessions capped, idle sessions closed (``settings``)."""
     import uvicorn
 
-    from poimen_memory.http import Guard, served_hosts
+    from poimen_memory.http import Guard, served_hosts, server_config
     from poimen_memory.mcpserver import MAX_BODY, MCP_PATH, READ_TIMEOUT_S, http_app
 
     hosts = served_hosts(host, port)
@@ -116,4 +119,17 @@ def _serve_http(tools: MemoryTools, host: str, port: int, token: str | None) -> 
             read_timeout=READ_TIMEOUT_S,
         )
 
-    uvicorn.run(http_app(tools, guard), host=host, port=port, log_level="warning")
+    app = http_app(
+        tools,
+        guard,
+        max_sessions=settings.mcp_max_sessions,
+        session_idle_timeout=settings.mcp_session_idle_timeout,
+    )
+    config = server_config(
+        app,
+        header_timeout=settings.http_header_timeout,
+        max_connections=settings.http_max_connections,
+        host=host,
+        port=port,
+    )
+    uvicorn.Server(config).run()
