@@ -189,3 +189,95 @@ async def test_a_folder_that_never_answers_blocks_nothing(
         if process.returncode is None:
             process.kill()
         await client.stop()
+
+
+@pytest.mark.parametrize("kind", list(BAD_FOLDERS))
+async def test_a_repository_found_below_a_folder_that_never_answers_blocks_nothing(
+    faults: Faults, tmp_path: Path, kind: str
+) -> None:
+    """A workspace folder of several repositories: one of them, found when a file of it is
+    first asked about, never answers. Its hovers answer null within seconds
+    (at once after the first), and nothing else waits."""
+    folder = tmp_path / "projects"
+    bad = _plain_repo(folder / "bad")
+    env = BAD_FOLDERS[kind](bad, tmp_path)
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "poimen_memory.cli", "lsp"],
+        server_env={**faults.env, "POIMEN_CACHE_DIR": str(tmp_path / "cache"), **env},
+    )
+    client = await config.start()
+    assert isinstance(client, LanguageClient)
+    good = faults.kong.root
+    process = client._server
+    assert process is not None
+    try:
+        await asyncio.wait_for(
+            client.initialize_session(
+                types.InitializeParams(
+                    capabilities=client_capabilities("neovim"),
+                    workspace_folders=[
+                        types.WorkspaceFolder(uri=folder.as_uri(), name="projects"),
+                        types.WorkspaceFolder(uri=good.as_uri(), name="kong"),
+                    ],
+                    initialization_options={
+                        "poimenMemory": {"dsn": faults.dsn, "project": PROJECT}
+                    },
+                )
+            ),
+            timeout=10,
+        )
+        bad_file = bad / "a.txt"
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(bad_file.as_uri(), "plaintext", 1, "one\n")
+            )
+        )
+        started = time.monotonic()
+        for _ in range(8):  # more than the server has workers
+            nothing = await asyncio.wait_for(
+                client.text_document_hover_async(
+                    types.HoverParams(
+                        types.TextDocumentIdentifier(bad_file.as_uri()), types.Position(0, 0)
+                    )
+                ),
+                timeout=8,
+            )
+            assert nothing is None
+        assert time.monotonic() - started < 12
+
+        ping = await asyncio.wait_for(
+            client.workspace_execute_command_async(
+                types.ExecuteCommandParams(command="mem.ping", arguments=[])
+            ),
+            timeout=5,
+        )
+        assert ping is not None
+        buffer = good / "src/kong/buffer.rs"
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(buffer.as_uri(), "rust", 1, buffer.read_text())
+            )
+        )
+        shown = await asyncio.wait_for(
+            client.text_document_hover_async(
+                types.HoverParams(
+                    types.TextDocumentIdentifier(buffer.as_uri()), types.Position(41, 0)
+                )
+            ),
+            timeout=10,
+        )
+        assert shown is not None
+        assert isinstance(shown.contents, types.MarkupContent)
+        assert "Kong body buffer raised to 16MB" in shown.contents.value
+
+        await asyncio.wait_for(client.shutdown_async(None), timeout=5)
+        client.exit(None)
+        try:
+            await asyncio.wait_for(process.wait(), timeout=10)
+        except TimeoutError:
+            pytest.fail("the server did not end within 10 s of exit")
+        assert process.returncode == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await client.stop()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 from poimen_memory.domain import ProjectId, RepoId
@@ -40,6 +42,11 @@ class Checkouts:
         self._lock = threading.Lock()
         self._shared: Callable[[RepoId], SharedBlames] | None = None
         self._gate: SharedBlameGate | None = None
+        self.find_timeout: float | None = None
+        """Set: a work tree not known yet is found in a daemon thread, waited for this many
+        seconds (a read of a FIFO in its .git never ends, and its thread cannot be
+        stopped); None: found in the caller's thread."""
+        self._finding: dict[Path, tuple[Future[tuple[RepoId, Blamer]], bool]] = {}
 
     def share_through(self, store: Store, project: Callable[[RepoId], ProjectId]) -> None:
         """Share whole-file blames through ``store`` (the project of each repository as
@@ -98,15 +105,47 @@ class Checkouts:
         if known:
             identity, blamer = known[0]
         else:
-            identity, blamer = self.add(
-                absolute if absolute.is_dir() else absolute.parent, field_name="file"
-            )
+            identity, blamer = self._find(absolute if absolute.is_dir() else absolute.parent)
         try:
             return identity, blamer, blamer.repo.relpath(absolute)
         except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
             raise NotInRepository("file", str(exc)) from None
         except GitError as exc:
             raise LookupFailed(str(exc)) from None
+
+    def _find(self, directory: Path) -> tuple[RepoId, Blamer]:
+        """``add`` for a file's directory, within ``find_timeout`` seconds when it is set: a
+        search past it fails with LookupFailed, and later ones for that directory fail at
+        once until it ends (one thread per directory, however often it is asked)."""
+        timeout = self.find_timeout
+        if timeout is None:
+            return self.add(directory, field_name="file")
+        with self._lock:
+            finding, late = self._finding.get(directory, (None, False))
+            if finding is None:
+                finding = Future()
+                self._finding[directory] = (finding, False)
+                threading.Thread(
+                    target=self._search, args=(directory, finding), name="poimen-find", daemon=True
+                ).start()
+        try:
+            return finding.result(timeout=0 if late else timeout)
+        except FutureTimeout:
+            with self._lock:
+                if directory in self._finding:
+                    self._finding[directory] = (finding, True)
+            raise LookupFailed(
+                f"{directory}: its git repository did not answer within {timeout:g} s"
+            ) from None
+
+    def _search(self, directory: Path, finding: Future[tuple[RepoId, Blamer]]) -> None:
+        try:
+            finding.set_result(self.add(directory, field_name="file"))
+        except BaseException as exc:  # handed to whoever waits
+            finding.set_exception(exc)
+        finally:
+            with self._lock:
+                self._finding.pop(directory, None)
 
     def work_tree(self, path: WorkTreePath, field_name: str = "repo") -> RepoId:
         """The identity of the known work tree ``path`` is in (its root or any directory

@@ -48,6 +48,9 @@ _open_store = partial(open_store, timeout=1.5, statement_timeout_ms=1500, lazy=T
 FOLDER_WAIT: Final = 2.0
 # ... and a folder still not found after this long is reported (once) and left out.
 FOLDER_REPORT_AFTER: Final = 5.0
+# A repository below a folder, found when a file of it is first asked about, likewise in a
+# thread: the request waits this long, later ones for its directory not at all.
+FIND_WAIT: Final = 3.0
 
 
 async def initialize(ls: PoimenServer, params: types.InitializeParams) -> None:
@@ -146,6 +149,7 @@ def rebuild_service(ls: PoimenServer) -> list[Future[None]]:
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
         store = _open_store(config.model_copy(update={"dsn": None}))
     services = build_services(store, config)
+    services.service.checkouts.find_timeout = FIND_WAIT
     ls.state.services = services
     searches = [search for root in ls.state.roots if (search := _find_folder(ls, services, root))]
     if searches:
