@@ -5,6 +5,7 @@ the whole row is checked before it is cached), else the file is blamed here."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -37,7 +38,11 @@ def _checkouts(tmp_path: Path, name: str, store: Store, project: ProjectId) -> C
 
 
 def _forge(
-    store_dsn: str, project: ProjectId, runs: list[tuple[str, str, int, int]], path: str = FILE
+    store_dsn: str,
+    project: ProjectId,
+    runs: list[tuple[str, str, int, int]],
+    path: str = FILE,
+    extra: str | None = None,
 ) -> None:
     """Rewrite the runs of the project's one shared blame in SQL, as a teammate could."""
     key = project.value
@@ -57,6 +62,16 @@ def _forge(
             "UPDATE blame_file SET run_count = %s WHERE project = %s AND id = %s",
             (len(runs), key, file_id[0]),
         )
+        if extra is not None:  # a commit the honest row does not name, with its metadata
+            conn.execute(
+                "UPDATE blame_file SET commits = commits || %s::jsonb"
+                " WHERE project = %s AND id = %s",
+                (
+                    json.dumps([[extra, "Bob", "bob@example.com", 0, "Unrelated", False]]),
+                    key,
+                    file_id[0],
+                ),
+            )
 
 
 def _runs(lines: list[tuple[str, str, int]]) -> list[tuple[str, str, int, int]]:
@@ -176,3 +191,33 @@ def test_a_forged_row_does_not_move_a_memory_in_a_teammates_clone(
         ["Upstream drops one call in ten."],
         ["Upstream drops one call in ten."],
     )
+
+
+def test_a_row_naming_a_commit_that_did_not_change_the_file_is_not_used(
+    tmp_path: Path, store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    """The same text at the named line is not enough: a commit that left the file as its
+    parent had it cannot be where git found a line (git passes the file to the parent)."""
+    origin = FixtureRepo.create(tmp_path / "origin")
+    origin.write("app.py", numbered("# app", 20))
+    origin.commit("base", "Initial", ALICE)
+    origin.set_line("app.py", 12, "timeout = 30  # the slow disk")
+    origin.commit("twelve", "Wait for the disk", ALICE)
+    origin.write("other.txt", "x\n")
+    other = origin.commit("other", "Unrelated", BOB)
+    mine = clone(str(origin.root), tmp_path / "mine")
+    a = _checkouts(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / "app.py")
+    truth = blamer_a.blame_file(rel)
+    a.flush()
+    lines = [(o.commit.value, o.orig_path, o.orig_line) for o in truth.lines]
+    lines[12 - 1] = (other, "app.py", 12)  # `other` has this very text at line 12
+    _forge(store_dsn, project, _runs(lines), "app.py", extra=other)
+
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    b = _checkouts(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / "app.py")
+    assert blamer_b.origin(rel_b, 12) == truth.origin(12)
+    found, source = blamer_b.blame_known(rel_b)
+    assert source != "shared"
+    assert differences(found, truth) == []

@@ -8,6 +8,7 @@ the whole file then follows in the background, cached and shared.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -38,6 +39,28 @@ def _later(work: Callable[[], None]) -> None:
     timer = threading.Timer(_LATER_S, work)
     timer.daemon = True
     timer.start()
+
+
+def _parents(found: tuple[str, bytes] | None) -> list[str]:
+    """The parents a commit object names (none: not a commit, or a root)."""
+    if found is None or found[0] != "commit":
+        return []
+    head = found[1].split(b"\n\n", 1)[0]
+    return [
+        line[7:].decode("ascii", "replace").strip()
+        for line in head.split(b"\n")
+        if line.startswith(b"parent ")
+    ]
+
+
+def _boundary(row: SharedBlame) -> set[CommitSha]:
+    """The commits a row marks as boundary (where a shallow history ends)."""
+    found: set[CommitSha] = set()
+    for meta in row.commits:
+        if meta[5]:
+            with contextlib.suppress(ValueError, TypeError):
+                found.add(CommitSha(meta[0]))
+    return found
 
 
 class BlameReuse:
@@ -86,9 +109,12 @@ class BlameReuse:
             if len(repo.has_commits(blame.commits)) != len(blame.commits):
                 log.debug("shared blame of %s: commits this clone lacks; not used", row.path)
                 return None
-            if not self._agrees(blame.lines, rev, row.path):
+            boundary = {sha for sha, meta in blame.commits.items() if meta.boundary}
+            if not self._agrees(blame.lines, rev, row.path) or not self._changed_by(
+                blame.lines, boundary
+            ):
                 log.info(
-                    "shared blame of %s at %s maps lines to text they do not have there; "
+                    "shared blame of %s at %s maps lines where git would not; "
                     "not used (blamed here instead)",
                     row.path,
                     rev.short(),
@@ -108,6 +134,25 @@ class BlameReuse:
             return False
         return agrees(lines, final, {(c.value, p): data for (c, p), data in found.items()})
 
+    def _changed_by(self, lines: Sequence[BlameLine], boundary: set[CommitSha]) -> bool:
+        """Whether each commit a line is blamed on changed the file the line comes from: git
+        passes a file a parent holds unchanged (the very blob) to that parent whole, so a row
+        naming such a commit was not made by git. The commits' parents and the blob ids are
+        read through the persistent cat-file (no git process); ``boundary`` commits and root
+        commits pass."""
+        repo = self._blamer.repo
+        pairs = {(line.commit, line.orig_path) for line in lines if line.commit not in boundary}
+        parents: dict[CommitSha, list[str]] = {}
+        for commit, path in pairs:
+            if commit not in parents:
+                parents[commit] = _parents(repo._objects.data(commit.value))
+            if not parents[commit]:
+                continue
+            there = repo.blob_id(commit, path)
+            if there is not None and any(repo.blob_id(p, path) == there for p in parents[commit]):
+                return False
+        return True
+
     def share(self, blame: Blame) -> None:
         """Put a complete blame in the shared cache (if there is one) for other clones."""
         shared, repo = self._blamer.shared, self._blamer.repo
@@ -125,8 +170,8 @@ class BlameReuse:
     def shared_line(self, path: str, last: CommitSha, line: int) -> tuple[BlameLine | None] | None:
         """One line from the shared row for (path, last), checked as far as it needs (this
         repository has the commit and the very blob, the line's own commit, and the line's
-        text there at the line it names); the whole row is then checked and cached in the
-        background. None: no usable row."""
+        text there at the line it names, and that commit changed that file); the whole row is
+        then checked and cached in the background. None: no usable row."""
         blamer = self._blamer
         row = self._shared_row(path, last)
         if row is None:
@@ -141,7 +186,9 @@ class BlameReuse:
             return None
         try:
             if found is not None and (
-                not blamer.repo.has_commits([found.commit]) or not self._agrees([found], last, path)
+                not blamer.repo.has_commits([found.commit])
+                or not self._agrees([found], last, path)
+                or not self._changed_by([found], _boundary(row))
             ):
                 return None
         except GitError:

@@ -3,11 +3,11 @@
 A blame is stored as runs ``(orig commit, orig path, orig start, length)`` with the commits'
 metadata, keyed by (path, last commit touching it, shared fingerprint) and the file's blob id.
 gitio never trusts a row: a reader uses it only when its own repository has the commit, the
-file there has the very blob the row names, every commit the runs name exists, and every line
-the row maps has, at its origin (commit, path, line), the very text it has now (``Blamer``
-checks; see ``decode`` and ``agrees``): a row edited to move a line onto another commit's line
-is not used. The store behind ``SharedBlames`` is whatever the process wires in; any failure
-there is a miss.
+file there has the very blob the row names, every commit the runs name exists, every line the
+row maps has, at its origin (commit, path, line), the very text it has now, and each commit a
+line is blamed on changed that file (``Blamer`` checks, in gitio.reuse; see ``decode`` and
+``agrees``): a row edited to move a line onto another commit's line is not used. The store
+behind ``SharedBlames`` is whatever the process wires in; any failure there is a miss.
 """
 
 from __future__ import annotations
