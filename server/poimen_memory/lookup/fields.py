@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
@@ -36,7 +37,7 @@ from poimen_memory.domain import (
     check_repo_path,
     is_commit_prefix,
 )
-from poimen_memory.domain.checks import INT4_MAX, show
+from poimen_memory.domain.checks import INT4_MAX, check_unicode, parse_timestamp, show
 from poimen_memory.domain.nodes import MAX_TEXT_BYTES, check_text_size
 from poimen_memory.gitio import GitError, normalize_remote
 
@@ -332,13 +333,76 @@ class PageCursor:
         fields_ok = (
             kind in ("by-commit", "by-author")
             and isinstance(lookup, str)
+            and _FINGERPRINT.fullmatch(lookup) is not None
             and isinstance(after, list)
-            and len(after) in (6, 7)
-            and all(isinstance(v, str | int) and not isinstance(v, bool) for v in after)
+            and len(after) == (6 if kind == "by-commit" else 7)
         )
         if not fields_ok:
             raise bad
+        # Each part as the server wrote it, checked before it can reach a query: an unsigned
+        # token can be forged, and a NUL or an integer out of range is for the store to refuse.
+        for check, part in zip(_AFTER_CHECKS, after, strict=False):
+            problem = check(part)
+            if problem is not None:
+                raise ValueError(f"not a cursor a response of this server gave ({problem})")
         return cls(kind, lookup, tuple(after))
+
+
+def _cursor_text(name: str, limit: int) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
+        if not isinstance(value, str):
+            return f"its {name} is not a string"
+        if len(value) > limit:
+            return f"its {name} is longer than {limit} characters"
+        if "\x00" in value:
+            return f"its {name} contains a NUL character"
+        try:
+            check_unicode(name, value)
+        except ContentError:
+            return f"its {name} is not valid Unicode text"
+        return None
+
+    return check
+
+
+def _cursor_pattern(name: str, pattern: re.Pattern[str]) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
+        if not isinstance(value, str) or pattern.fullmatch(value) is None:
+            return f"its {name} is not one"
+        return None
+
+    return check
+
+
+def _cursor_line(name: str) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT4_MAX:
+            return f"its {name} is not a line number"
+        return None
+
+    return check
+
+
+def _cursor_date(value: object) -> str | None:
+    try:
+        parse_timestamp("date", value)
+    except ContentError:
+        return "its date is not one"
+    return None
+
+
+_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+# The parts of a cursor's key, in order: repository, commit, file, first and last line, node
+# and (by-author) the commit's date.
+_AFTER_CHECKS: tuple[Callable[[object], str | None], ...] = (
+    _cursor_text("repository", _MAX_REPO),
+    _cursor_pattern("commit", re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")),
+    _cursor_text("file", _MAX_PATH),
+    _cursor_line("first line"),
+    _cursor_line("last line"),
+    _cursor_pattern("node", re.compile(r"[0-9a-f]{64}")),
+    _cursor_date,
+)
 
 
 def _cursor(value: object) -> PageCursor:
