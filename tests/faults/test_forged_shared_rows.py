@@ -112,6 +112,20 @@ def test_a_row_moving_a_line_onto_another_commits_line_is_not_used(
     _, blamer_b, rel_b = b.locate(theirs.root / FILE)
     # The hover (one line from the shared row) gets the line's true origin...
     assert blamer_b.origin(rel_b, moved.line) == truth.origin(moved.line)
+    # ...and the refused row is not asked for (nor checked) again by this process.
+    shared = blamer_b.shared
+    assert shared is not None
+    asked: list[str] = []
+    real_get = shared.get
+
+    def counting_get(path: str, commit: str, fingerprint: str) -> object:
+        asked.append(path)
+        return real_get(path, commit, fingerprint)
+
+    shared.get = counting_get  # type: ignore[method-assign,assignment]
+    assert blamer_b.origin(rel_b, moved.line + 1) == truth.origin(moved.line + 1)
+    assert asked == []
+    shared.get = real_get  # type: ignore[method-assign]
     # ...and so does a hover on a line the forger left alone, while the whole row, checked in
     # the background, never reaches the cache.
     other = next(o for o in truth.lines if o.line != moved.line)

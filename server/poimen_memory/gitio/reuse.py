@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from cachetools import LRUCache
+
 from poimen_memory.domain import CommitSha, SharedBlame
 from poimen_memory.gitio.blame import Blame, BlameLine
 from poimen_memory.gitio.errors import GitError
@@ -29,6 +31,8 @@ log = logging.getLogger(__name__)
 
 LADDER = (16, 256)
 """Commits touching a file searched for a checkpoint: the nearest first, then further."""
+_REFUSED = 1024
+"""Shared rows refused for their mapping, remembered (per Blamer) so as not to ask again."""
 _LATER_S = 0.25
 """Delay before a blame found for a hover is cached and shared (in the background)."""
 
@@ -68,6 +72,14 @@ class BlameReuse:
 
     def __init__(self, blamer: Blamer) -> None:
         self._blamer = blamer
+        # (path, last commit) whose shared row mapped a line where git would not: not asked
+        # for again (nor checked again) by this process.
+        self._refused: LRUCache[tuple[str, str], bool] = LRUCache(_REFUSED)
+        self._lock = threading.Lock()
+
+    def _refuse(self, row: SharedBlame) -> None:
+        with self._lock:
+            self._refused[(row.path, row.commit)] = True
 
     def known(self, path: str, last: CommitSha) -> tuple[Blame, str] | None:
         """The blame at ``last`` without running git blame: shared, or incremental."""
@@ -84,6 +96,9 @@ class BlameReuse:
         shared = self._blamer.shared
         if shared is None:
             return None
+        with self._lock:
+            if (path, last.value) in self._refused:
+                return None
         row = shared.get(path, last.value, self._blamer.repo.shared_blame_fingerprint())
         if row is None or row.path != path or row.commit != last.value:
             return None
@@ -119,6 +134,7 @@ class BlameReuse:
                     row.path,
                     rev.short(),
                 )
+                self._refuse(row)
                 return None
         except GitError:
             return None
@@ -185,12 +201,14 @@ class BlameReuse:
         if isinstance(found, bool):
             return None
         try:
-            if found is not None and (
-                not blamer.repo.has_commits([found.commit])
-                or not self._agrees([found], last, path)
-                or not self._changed_by([found], _boundary(row))
-            ):
-                return None
+            if found is not None:
+                if not blamer.repo.has_commits([found.commit]):
+                    return None  # a clone behind the row's: usable after a fetch
+                if not self._agrees([found], last, path) or not self._changed_by(
+                    [found], _boundary(row)
+                ):
+                    self._refuse(row)
+                    return None
         except GitError:
             return None
 
