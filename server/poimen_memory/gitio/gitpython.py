@@ -19,7 +19,8 @@ from typing import IO, Any, cast
 
 from poimen_memory.gitio.errors import GitFailed, NotARepository
 from poimen_memory.gitio.files import MAX_SETTINGS_FILE, bounded_regular_file
-from poimen_memory.gitio.runner import GitRunner, pinned_environment
+from poimen_memory.gitio.gitfiles import check_repository_files
+from poimen_memory.gitio.runner import GitRunner, bound_memory, pinned_environment
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class BoundGit(git.cmd.Git):
         self.runner.count()
         argv = self.runner.argv(list(command)[1:])
         kwargs["env"] = {**self.runner.overrides(), **(kwargs.get("env") or {})}
+        kwargs["preexec_fn"] = bound_memory  # under the memory bound of every git of ours
         try:
             return super().execute(argv, *args, **kwargs)
         except git.exc.GitCommandNotFound:
@@ -102,13 +104,22 @@ class _ConfigReader(git.GitConfigParser):
 
     def _included_paths(self) -> list[tuple[str, str]]:
         # Made absolute as GitPython would (from the file being read), to be checked first.
+        # Every include is checked, whatever its condition: GitPython's matching is not
+        # git's (``onbranch:feature/`` matches ``feature/x`` in git only), and a file that
+        # would make git wait or choke refuses the configuration whether or not it applies.
         base = os.path.dirname(self._reading)
-        kept = []
-        for key, value in super()._included_paths():
-            path = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
-            if _readable(path):
-                kept.append((key, path))
-        return kept
+
+        def absolute(value: str) -> str:
+            return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+
+        for section in self.sections():
+            name = section.strip().lower()
+            if name == "include" or name.startswith("includeif "):
+                for key, values in self._sections[section].items_all():
+                    for value in values if key.lower() == "path" else ():
+                        if isinstance(value, str) and value:
+                            _readable(absolute(value))
+        return [(key, absolute(value)) for key, value in super()._included_paths()]
 
 
 class _Repo(git.Repo):
@@ -119,11 +130,15 @@ class _Repo(git.Repo):
     ) -> git.GitConfigParser:
         levels = self.config_level if config_level is None else (config_level,)
         files = [self._get_config_path(level, git_dir) for level in levels if level]
+        if "repository" in levels:
+            # git reads it too when extensions.worktreeConfig is set, includes and all.
+            files.append(os.path.join(git_dir or self.git_dir, "config.worktree"))
         return _ConfigReader([p for p in files if _readable(p)], read_only=True, repo=self)
 
 
 def open_repository(start: Path, runner: GitRunner) -> git.Repo:
     """The non-bare repository whose work tree holds the directory ``start``."""
+    check_repository_files(start)  # before GitPython opens any of them
     try:
         # No $VAR expansion: a directory name is data, not a template.
         repo = _Repo(start, search_parent_directories=True, expand_vars=False)
@@ -132,4 +147,7 @@ def open_repository(start: Path, runner: GitRunner) -> git.Repo:
     if repo.working_tree_dir is None:
         raise NotARepository(f"{start} is not inside a git work tree (bare repository?)")
     cast(BoundGit, repo.git).runner = runner
+    # Every file the configuration includes, checked now (the reader refuses a bad one),
+    # before any git reads them: an include of a FIFO would make every git wait.
+    repo.config_reader().read()
     return repo

@@ -31,6 +31,7 @@ from poimen_memory.gitio.errors import (
     UnsafeArgument,
     Untracked,
 )
+from poimen_memory.gitio.files import bounded_regular_file
 from poimen_memory.gitio.identity import local_identity, normalize_remote
 from poimen_memory.gitio.mailmap import is_plain_email, mailmapped
 from poimen_memory.gitio.objects import CommitRecord, ObjectReader, tree_path_ok
@@ -262,8 +263,25 @@ class GitRepo:
     def is_ignored(self, path: str) -> bool:
         """Whether git ignores the work-tree ``path`` (a file it would never commit)."""
         check_not_option("file", path)
-        done = self.runner.run(self.root, ["check-ignore", "-q", "--", path], ok_codes=(0, 1, 128))
+        done = self.runner.run(
+            self.root,
+            ["check-ignore", "-q", "--", path],
+            ok_codes=(0, 1, 128),
+            config=self._excludes_config(),
+        )
         return done.returncode == 0
+
+    def _excludes_config(self) -> tuple[str, ...]:
+        # The user's own ignore rules count (a file they ignore everywhere is one they never
+        # commit), but git opens core.excludesFile whatever it is: a FIFO named there would
+        # make check-ignore wait for its timeout. Such a file is not read at all.
+        values = [v for v in self.config_values("core", "excludesFile") if v]
+        if not values:
+            return ()
+        path = self.root / os.path.expanduser(values[-1])
+        if not os.path.lexists(path) or bounded_regular_file(str(path)):
+            return ()
+        return ("core.excludesFile=/dev/null",)
 
     def last_commit(self, path: str, rev: CommitSha) -> CommitSha:
         """The last commit at or before ``rev`` that touched ``path`` (Untracked if none)."""

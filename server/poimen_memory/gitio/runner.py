@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import threading
@@ -15,11 +16,23 @@ from typing import IO
 
 from poimen_memory.gitio.errors import GitFailed, GitNotFound, UnsafeArgument
 
-__all__ = ["GitRunner", "check_not_option", "failure", "finish_stream", "pinned_environment"]
+__all__ = [
+    "MEMORY_LIMIT",
+    "GitRunner",
+    "bound_memory",
+    "check_not_option",
+    "failure",
+    "finish_stream",
+    "pinned_environment",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 60.0
+# The address space of every git process (RLIMIT_AS, set in the child before git starts): a
+# repository that makes git read without end (an alternates or grafts file linked to
+# /dev/zero) costs at most this much, then git stops with "out of memory".
+MEMORY_LIMIT = 2 << 30
 
 # A repository is untrusted input: no program its configuration names may run. Pinned for
 # every git we start, GitPython's persistent cat-file included:
@@ -35,6 +48,12 @@ DEFAULT_TIMEOUT_S = 60.0
 #   GIT_ASKPASS= GIT_TERMINAL_PROMPT=0 GIT_EDITOR=: GIT_PAGER=cat   no prompt, editor, pager
 # All but the two -c travel in the environment, so they reach the ``git version`` GitPython
 # runs on import too.
+# Files the configuration names, which git would open whatever they are (/dev/zero, a FIFO):
+#   diff.orderFile=/dev/null    the order of files in a patch; ours does not depend on it
+#   core.attributesFile=/dev/null   the user's own attributes; a repository's .gitattributes
+#                               and info/attributes still count (drivers are pinned anyway)
+# core.excludesFile is checked, not pinned (GitRepo.is_ignored): the user's own ignore rules
+# still count where the file they name is a small regular file.
 # Per repository (blameconfig): mailmap.file= when the file named is no small regular file,
 # mailmap.blob=<id> of a checked blob. Per command: blame --no-textconv (diff.*.textconv, and
 # the filter.*.process it would start); cat-file never with --textconv or --filters
@@ -47,6 +66,8 @@ _PINNED: tuple[tuple[str, str], ...] = (
     ("core.fsmonitor", "false"),
     ("core.hooksPath", "/dev/null"),
     ("credential.helper", ""),
+    ("diff.orderFile", "/dev/null"),
+    ("core.attributesFile", "/dev/null"),
 )
 # No prompt, pager, editor or transport; no locks taken by read-only commands; stable
 # (untranslated) messages.
@@ -61,6 +82,7 @@ _ENV_OVERRIDES: Mapping[str, str] = {
     "LC_ALL": "C",
     "LANGUAGE": "C",
 }
+_OUT_OF_MEMORY = "out of memory"
 # git's words on stderr, recognised but never repeated: they may quote a file git was pointed
 # at (an ignore-revs "list" that is /etc/passwd). First match wins; compared in lower case.
 _CAUSES: tuple[tuple[bytes, str], ...] = (
@@ -76,8 +98,8 @@ _CAUSES: tuple[tuple[bytes, str], ...] = (
     (b"repository format", "unsupported repository format"),
     (b"repository extension", "unsupported repository format"),
     (b"permission denied", "permission denied"),
-    (b"out of memory", "out of memory"),
-    (b"cannot allocate", "out of memory"),
+    (b"out of memory", _OUT_OF_MEMORY),
+    (b"cannot allocate", _OUT_OF_MEMORY),
     (b"invalid object name", "bad revision"),
     (b"bad revision", "bad revision"),
     (b"unknown revision", "bad revision"),
@@ -101,6 +123,22 @@ def pinned_environment(base: Mapping[str, str]) -> dict[str, str]:
         out[f"GIT_CONFIG_VALUE_{start + offset}"] = value
     out["GIT_CONFIG_COUNT"] = str(start + len(_PINNED))
     return out
+
+
+def bound_memory() -> None:
+    """In a child about to become git: cap its address space at MEMORY_LIMIT (its own limit
+    is kept when lower). Only a system call: it runs between fork and exec."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(MEMORY_LIMIT, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def in_repository(exc: GitFailed, cwd: Path) -> GitFailed:
+    """``exc`` naming the repository at ``cwd`` when git ran out of its memory bound there."""
+    if exc.cause != _OUT_OF_MEMORY:
+        return exc
+    bound = f"git may use {MEMORY_LIMIT >> 20} MiB"
+    return GitFailed(f"{exc} ({bound}) in the repository at {cwd}", exc.cause)
 
 
 def check_not_option(name: str, value: str) -> str:
@@ -169,6 +207,7 @@ class GitRunner:
                 env=self._env(),
                 timeout=self.timeout if timeout is None else timeout,
                 check=False,
+                preexec_fn=bound_memory,
             )
         except FileNotFoundError:
             raise self.not_found() from None
@@ -179,7 +218,7 @@ class GitRunner:
         except OSError as exc:
             raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
         if done.returncode not in ok_codes:
-            raise failure(args[0], done.stderr, f"exit {done.returncode}")
+            raise in_repository(failure(args[0], done.stderr, f"exit {done.returncode}"), cwd)
         return done
 
     def version(self) -> str:
@@ -205,6 +244,7 @@ class GitRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._env(),
+                preexec_fn=bound_memory,
             )
         except FileNotFoundError:
             raise self.not_found() from None
@@ -215,6 +255,8 @@ class GitRunner:
         timer.start()
         try:
             yield proc
+        except GitFailed as exc:
+            raise in_repository(exc, cwd) from None
         finally:
             timer.cancel()
             if proc.poll() is None:
