@@ -33,6 +33,9 @@ EXT = ROOT / "editors" / "vscode"
 MANIFEST = json.loads((EXT / "package.json").read_text("utf-8"))
 PROPERTIES: dict[str, dict[str, Any]] = MANIFEST["contributes"]["configuration"]["properties"]
 LAUNCH_KEYS = {f"{SECTION}.server.command", f"{SECTION}.server.args", f"{SECTION}.server.python"}
+ALLOW_WORKSPACE = f"{SECTION}.allowWorkspaceStore"
+# What a workspace may not choose: the store and the server's program (user settings only).
+USER_ONLY_KEYS = {f"{SECTION}.dsn", *LAUNCH_KEYS}
 
 # Loads the bundle with a stand-in for the "vscode" module (which only VS Code provides):
 # every import the bundle needs must resolve and activate/deactivate must be exported.
@@ -204,7 +207,7 @@ def test_bundle_loads_and_exports_activate(build: Build) -> None:
 
 def test_configuration_keys_are_the_server_settings_plus_launch() -> None:
     server = {f"{SECTION}.{key}" for key in SETTINGS}
-    assert set(PROPERTIES) - LAUNCH_KEYS == server
+    assert set(PROPERTIES) - LAUNCH_KEYS - {ALLOW_WORKSPACE} == server
     assert set(PROPERTIES) >= LAUNCH_KEYS
 
 
@@ -229,7 +232,78 @@ def test_launch_settings_defaults() -> None:
     assert PROPERTIES[f"{SECTION}.server.args"]["default"] == ["lsp"]
     assert PROPERTIES[f"{SECTION}.server.python"]["default"] is None
     restricted = MANIFEST["capabilities"]["untrustedWorkspaces"]["restrictedConfigurations"]
-    assert set(restricted) == LAUNCH_KEYS
+    assert set(restricted) == USER_ONLY_KEYS | {ALLOW_WORKSPACE}
+
+
+def test_a_workspace_cannot_choose_the_store_or_the_server_in_the_manifest() -> None:
+    restricted = MANIFEST["capabilities"]["untrustedWorkspaces"]["restrictedConfigurations"]
+    assert set(restricted) >= USER_ONLY_KEYS
+    allow = PROPERTIES[ALLOW_WORKSPACE]
+    assert allow["default"] is False
+    assert allow["scope"] == "application"  # never from a workspace's settings
+    source = (EXT / "src" / "extension.ts").read_text("utf-8")
+    # every read of the settings goes through userChosen: no config.get of its own elsewhere
+    assert source.count("config.get(") == 1
+    assert "userChosen(" in source
+
+
+# Runs userChosen (out/logic.js) on settings layered as VS Code's inspect() reports them.
+CHOSEN_JS = r"""
+const [logicPath, manifestPath] = process.argv.slice(1);
+const logic = require(logicPath);
+const props = require(manifestPath).contributes.configuration.properties;
+const { user, workspace } = JSON.parse(require("fs").readFileSync(0, "utf-8"));
+const inspect = (key) => {
+  const declared = props[`${logic.SECTION}.${key}`];
+  return declared && { defaultValue: declared.default, globalValue: user[key], workspaceValue: workspace[key] };
+};
+const read = (key) => {
+  const seen = inspect(key);
+  if (!seen) return undefined;
+  return [seen.workspaceValue, seen.globalValue, seen.defaultValue].find((v) => v !== undefined);
+};
+const chosen = logic.userChosen(read, inspect);
+process.stdout.write(JSON.stringify({
+  init: logic.initializationOptions(chosen.read),
+  launch: logic.serverLaunch(chosen.read, "/home/u"),
+  ignored: chosen.ignored,
+  message: logic.ignoredMessage(chosen.ignored) ?? null,
+}));
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_repositorys_settings_choose_neither_the_store_nor_the_server(
+    build: Build, allowed: bool
+) -> None:
+    build.check("test")
+    hostile = {
+        "dsn": "postgresql://attacker.example/notes",
+        "server.command": "/tmp/evil",
+        "server.python": "/tmp/evil-python",
+        "project": "app",
+        "allowWorkspaceStore": True,  # a workspace cannot allow itself
+    }
+    user = {"dsn": "postgresql://mine/notes", **({"allowWorkspaceStore": True} if allowed else {})}
+    out = node(
+        CHOSEN_JS, str(EXT / "out" / "logic.js"), str(EXT / "package.json"),
+        data={"user": user, "workspace": hostile},
+    )  # fmt: skip
+    settings = out["init"][SECTION]
+    assert settings["project"] == "app"  # the rest is the workspace's to choose
+    if allowed:
+        assert settings["dsn"] == hostile["dsn"]
+        assert out["launch"]["command"] == "/tmp/evil-python"
+        assert out["ignored"] == []
+        return
+    assert settings["dsn"] == "postgresql://mine/notes"
+    assert out["launch"] == {"command": "mem", "args": ["lsp"], "problems": []}
+    assert sorted(out["ignored"]) == sorted(
+        [f"{SECTION}.dsn", f"{SECTION}.server.command", f"{SECTION}.server.python"]
+    )
+    assert f"{SECTION}.dsn" in out["message"]
+    assert ALLOW_WORKSPACE in out["message"]
 
 
 def test_types_vscode_pinned_to_engines() -> None:

@@ -16,6 +16,8 @@ import {
 
 import * as commands from "./commands";
 import {
+  ALLOW_WORKSPACE,
+  type GuardedSettings,
   type JsonObject,
   PROMPTS,
   type Prompt,
@@ -24,6 +26,7 @@ import {
   type StoreState,
   configurationChange,
   errorMessage,
+  ignoredMessage,
   initializationOptions,
   isUnreachable,
   mentionsUnreachable,
@@ -33,13 +36,22 @@ import {
   serverLaunch,
   serverSettings,
   statusFor,
+  userChosen,
 } from "./logic";
 
 const RECHECK_MS = 30_000;
 
-function reader(scope?: vscode.ConfigurationScope): Reader {
+/** The settings, with the store and the server's program as the user chose them. */
+function settings(scope?: vscode.ConfigurationScope): GuardedSettings {
   const config = vscode.workspace.getConfiguration(SECTION, scope);
-  return (key) => config.get(key);
+  return userChosen(
+    (key) => config.get(key),
+    (key) => config.inspect(key),
+  );
+}
+
+function reader(scope?: vscode.ConfigurationScope): Reader {
+  return settings(scope).read;
 }
 
 function hoverTexts(hover: vscode.Hover): string[] {
@@ -69,6 +81,11 @@ class MemoryExtension implements vscode.Disposable {
 
   async start(): Promise<void> {
     const launch = serverLaunch(reader(), os.homedir());
+    const ignored = ignoredMessage(settings().ignored);
+    if (ignored !== undefined) {
+      this.output.appendLine(ignored);
+      void vscode.window.showWarningMessage(ignored);
+    }
     for (const problem of launch.problems) {
       void vscode.window.showWarningMessage(`poimen-memory: ${problem}`);
     }
@@ -289,7 +306,10 @@ class MemoryExtension implements vscode.Disposable {
       vscode.commands.registerCommand(PALETTE.restartServer, () => this.restart()),
       vscode.commands.registerCommand(PALETTE.showOutput, () => this.output.show(true)),
       vscode.workspace.onDidChangeConfiguration((event) => {
-        if (event.affectsConfiguration(`${SECTION}.server`)) {
+        if (
+          event.affectsConfiguration(`${SECTION}.server`) ||
+          event.affectsConfiguration(`${SECTION}.${ALLOW_WORKSPACE}`)
+        ) {
           void this.restart();
         }
       }),

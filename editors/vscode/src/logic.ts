@@ -40,6 +40,76 @@ export const SERVER_SETTINGS = [
 /** Settings that only the extension reads: how it starts the server. */
 export const LAUNCH_SETTINGS = ["server.command", "server.args", "server.python"] as const;
 
+/**
+ * Settings a workspace (a repository's `.vscode/settings.json`, a `.code-workspace` file) may
+ * not choose: where memories are sent and read from (`dsn`), and the program that runs as the
+ * server (`server.*`). They are read from the user's settings (local or remote) and the
+ * defaults only, unless the user, in their own settings, sets `ALLOW_WORKSPACE`.
+ */
+export const USER_ONLY_SETTINGS = ["dsn", ...LAUNCH_SETTINGS] as const;
+
+/** The user setting that lets workspaces choose the USER_ONLY_SETTINGS after all. */
+export const ALLOW_WORKSPACE = "allowWorkspaceStore";
+
+/** Where a setting's values come from: VS Code's `WorkspaceConfiguration.inspect`. */
+export interface Inspected {
+  defaultValue?: unknown;
+  globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
+}
+
+/** Inspects one setting by its key below the section; undefined for an unknown key. */
+export type Inspector = (key: string) => Inspected | undefined;
+
+/** A reader that honours only the user's choice of the USER_ONLY_SETTINGS, and what it left out. */
+export interface GuardedSettings {
+  read: Reader;
+  /** The keys a workspace set and that were left out, each with the section. */
+  ignored: string[];
+}
+
+function fromWorkspace(seen: Inspected | undefined): boolean {
+  return seen?.workspaceValue !== undefined || seen?.workspaceFolderValue !== undefined;
+}
+
+/**
+ * ``read`` with the USER_ONLY_SETTINGS taken from the user's settings, else their defaults,
+ * whatever a workspace says, unless the user's own settings set `ALLOW_WORKSPACE` to true
+ * (a workspace setting it counts for nothing).
+ */
+export function userChosen(read: Reader, inspect: Inspector): GuardedSettings {
+  if (inspect(ALLOW_WORKSPACE)?.globalValue === true) {
+    return { read, ignored: [] };
+  }
+  const guarded = new Set<string>(USER_ONLY_SETTINGS);
+  const ignored = USER_ONLY_SETTINGS.filter((key) => fromWorkspace(inspect(key))).map(
+    (key) => `${SECTION}.${key}`,
+  );
+  return {
+    read: (key) => {
+      if (!guarded.has(key)) {
+        return read(key);
+      }
+      const seen = inspect(key);
+      return seen?.globalValue !== undefined ? seen.globalValue : seen?.defaultValue;
+    },
+    ignored,
+  };
+}
+
+/** The warning shown when a workspace's choice of the store or the server was left out. */
+export function ignoredMessage(ignored: readonly string[]): string | undefined {
+  if (ignored.length === 0) {
+    return undefined;
+  }
+  return (
+    `poimen-memory: this workspace sets ${ignored.join(", ")}, which only your user settings ` +
+    `may set (a repository could send your memories to its own store, or run its own program): ` +
+    `ignored. To let workspaces choose them, set ${SECTION}.${ALLOW_WORKSPACE} in your user settings.`
+  );
+}
+
 /** The module the `server.python` setting runs (`python -m poimen_memory.cli lsp`). */
 export const PYTHON_MODULE_ARGS = ["-m", "poimen_memory.cli", "lsp"] as const;
 

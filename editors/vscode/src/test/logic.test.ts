@@ -5,6 +5,8 @@ import { describe, it } from "node:test";
 
 import * as commands from "../commands";
 import {
+  ALLOW_WORKSPACE,
+  type Inspected,
   LAUNCH_SETTINGS,
   PROMPTS,
   type Reader,
@@ -24,6 +26,7 @@ import {
   serverLaunch,
   serverSettings,
   statusFor,
+  userChosen,
 } from "../logic";
 
 interface Property {
@@ -88,8 +91,10 @@ const RESULT = {
 };
 
 describe("package.json", () => {
-  it("declares every server setting and the launch settings, and nothing else", () => {
-    const expected = [...SERVER_SETTINGS, ...LAUNCH_SETTINGS].map((k) => `${SECTION}.${k}`).sort();
+  it("declares every server setting, the launch settings and the workspace switch, and nothing else", () => {
+    const expected = [...SERVER_SETTINGS, ...LAUNCH_SETTINGS, ALLOW_WORKSPACE]
+      .map((k) => `${SECTION}.${k}`)
+      .sort();
     assert.deepEqual(Object.keys(properties).sort(), expected);
   });
 
@@ -103,6 +108,86 @@ describe("package.json", () => {
     for (const c of manifest.contributes.commands) {
       assert.equal(c.category, "Memories", c.command);
     }
+  });
+});
+
+/** Settings as VS Code inspects them: the user's values, the workspace's, and the defaults. */
+function layered(user: Record<string, unknown>, workspace: Record<string, unknown>, folder = false) {
+  const inspect = (key: string): Inspected | undefined => {
+    const declared = properties[`${SECTION}.${key}`];
+    if (declared === undefined) {
+      return undefined;
+    }
+    return {
+      defaultValue: declared.default,
+      globalValue: user[key],
+      ...(folder ? { workspaceFolderValue: workspace[key] } : { workspaceValue: workspace[key] }),
+    };
+  };
+  const read: Reader = (key) => {
+    const seen = inspect(key);
+    if (seen === undefined) {
+      return undefined;
+    }
+    for (const value of [seen.workspaceFolderValue, seen.workspaceValue, seen.globalValue]) {
+      if (value !== undefined) {
+        return value;
+      }
+    }
+    return seen.defaultValue;
+  };
+  return { read, inspect };
+}
+
+describe("what a workspace may choose", () => {
+  const hostile = {
+    dsn: "postgresql://attacker.example/notes",
+    "server.command": "/tmp/evil",
+    "server.args": ["--steal"],
+    "server.python": "/tmp/evil-python",
+    project: "app",
+    "hover.enabled": false,
+    [ALLOW_WORKSPACE]: true, // a workspace cannot allow itself
+  };
+
+  for (const folder of [false, true]) {
+    it(`never the store nor the server's program (${folder ? "folder" : "workspace"} settings)`, () => {
+      const { read, inspect } = layered({ dsn: "postgresql://mine/notes" }, hostile, folder);
+      const chosen = userChosen(read, inspect);
+      assert.equal(serverSettings(chosen.read).dsn, "postgresql://mine/notes");
+      assert.deepEqual(serverLaunch(chosen.read, "/home/u"), { command: "mem", args: ["lsp"], problems: [] });
+      assert.deepEqual(chosen.ignored.sort(), [
+        "poimenMemory.dsn",
+        "poimenMemory.server.args",
+        "poimenMemory.server.command",
+        "poimenMemory.server.python",
+      ]);
+      // everything else is the workspace's to choose
+      assert.equal(serverSettings(chosen.read).project, "app");
+      assert.deepEqual(serverSettings(chosen.read).hover, {
+        enabled: false, excerptLength: 400, markup: "auto", history: 0,
+      });
+    });
+  }
+
+  it("unset by the user: the default (the environment, the config file, the embedded store)", () => {
+    const { read, inspect } = layered({}, hostile);
+    assert.equal(serverSettings(userChosen(read, inspect).read).dsn, null);
+  });
+
+  it("everything, once the user's own settings allow workspaces to choose", () => {
+    const { read, inspect } = layered({ [ALLOW_WORKSPACE]: true }, hostile);
+    const chosen = userChosen(read, inspect);
+    assert.equal(serverSettings(chosen.read).dsn, hostile.dsn);
+    assert.equal(serverLaunch(chosen.read, "/home/u").command, "/tmp/evil-python");
+    assert.deepEqual(chosen.ignored, []);
+  });
+
+  it("nothing to say when the workspace sets none of them", () => {
+    const { read, inspect } = layered({ "server.python": "/venv/bin/python" }, { project: "app" });
+    const chosen = userChosen(read, inspect);
+    assert.deepEqual(chosen.ignored, []);
+    assert.equal(serverLaunch(chosen.read, "/home/u").command, "/venv/bin/python");
   });
 });
 
