@@ -16,7 +16,7 @@ import pytest
 from psycopg import conninfo
 
 from ..serving import mem_http
-from .conftest import Faults
+from .conftest import PROJECT, Faults
 
 PREFIX = "c1."
 
@@ -140,3 +140,58 @@ def test_a_forged_cursor_is_refused_naming_cursor_over_http(faults: Faults, page
         )
         assert r.status_code == 200, r.text
         assert "Paged memory" in r.text
+
+
+def _beside(faults: Faults) -> str:
+    """A directory next to the served work tree, named through it with ``..``."""
+    other = faults.root / f"other-{uuid.uuid4().hex[:6]}"
+    other.mkdir()
+    return f"{faults.kong.root}/../{other.name}"
+
+
+def test_a_repo_path_with_dotdot_is_the_tree_it_resolves_to_over_http(faults: Faults) -> None:
+    log = faults.root / f"http-{uuid.uuid4().hex[:8]}.log"
+    args = ("--repo", str(faults.kong.root), "--project", PROJECT)
+    with mem_http(args, faults.env, log) as base:
+        r = httpx.post(
+            f"{base}/memory/nodes/by-git",
+            json={"file": "src/kong/buffer.rs", "line": 42, "repo": _beside(faults)},
+            timeout=30,
+        )
+        assert r.status_code == 422, r.text
+        assert r.json()["field"] == "repo", r.text
+        assert "Raised BODY" not in r.text
+        # ``..`` that leads back into the served tree is that tree.
+        back = f"{faults.kong.root}/src/../../{faults.kong.root.name}"
+        r = httpx.post(
+            f"{base}/memory/nodes/by-git",
+            json={"file": "src/kong/buffer.rs", "line": 42, "repo": back},
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        assert "Raised BODY" in r.text
+
+
+def test_a_repo_path_with_dotdot_is_the_tree_it_resolves_to_in_the_editor(
+    faults: Faults,
+) -> None:
+    client = faults.server()
+    try:
+        reply = client.wait(
+            client.send(
+                "workspace/executeCommand",
+                {
+                    "command": "mem.byGit",
+                    "arguments": [
+                        {"file": "src/kong/buffer.rs", "line": 42, "repo": _beside(faults)}
+                    ],
+                },
+            ),
+            timeout=60,
+        )
+        assert "error" in reply, reply
+        assert reply["error"]["code"] == -32602, reply
+        assert "repo" in reply["error"]["message"], reply
+        assert "Raised BODY" not in json.dumps(reply)
+    finally:
+        client.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -95,9 +96,11 @@ class Checkouts:
         """(identity, blamer, path in the tree) for a file path; NotInRepository outside a
         tree."""
         try:
-            absolute = Path(path).expanduser().absolute()
+            absolute = _real(Path(path).expanduser())
         except RuntimeError:  # ~name of a user this machine does not know
             raise NotInRepository("file", f"{str(path)!r}: no such user's home") from None
+        except (OSError, ValueError) as exc:
+            raise NotInRepository("file", f"{str(path)!r}: {exc}") from None
         with self._lock:
             known = [
                 entry for root, entry in self._by_root.items() if absolute.is_relative_to(root)
@@ -154,12 +157,14 @@ class Checkouts:
             given = Path(path.value).expanduser()
         except RuntimeError:  # ~name of a user this machine does not know
             raise LookupInputError(field_name, f"{path.value!r}: no such user's home") from None
-        candidates = {given.absolute()}
+        # The path the system resolves: links followed, then ``..`` taken from what they lead
+        # to. ``/x/a/../b`` is ``/x/b``, never work tree ``a``.
+        real: Path | None = None
         with contextlib.suppress(OSError, RuntimeError, ValueError):
-            candidates.add(given.resolve())
+            real = _real(given)
         with self._lock:
             for root, (identity, _) in self._by_root.items():
-                if any(c == root or c.is_relative_to(root) for c in candidates):
+                if real is not None and real.is_relative_to(root):
                     return identity
             roots = sorted(str(r) for r in self._by_root)
         known = ", ".join(roots) or "none"
@@ -219,3 +224,9 @@ def identity_of(
         raise NotInRepository(field_name, str(exc).removeprefix("repo: ")) from None
     except GitError as exc:
         raise LookupFailed(str(exc)) from None
+
+
+def _real(path: Path) -> Path:
+    """``path`` made absolute with every link and ``..`` resolved as the system resolves them
+    (``Path.absolute()`` keeps ``..``: ``/x/a/../b`` would seem to be inside ``/x/a``)."""
+    return Path(os.path.realpath(path))
