@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +24,27 @@ from .hostile import _MEASURE, BUFFER, PEAK_BOUND, memories
 
 QUICK_S = 20  # git's own timeout is 60 s: a flow that waited on a FIFO takes that long
 PROCESS_TIMEOUT_S = 45  # a regression fails here instead of hanging the suite
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[str, int]:
+    """``argv`` to completion in a session of its own: past PROCESS_TIMEOUT_S the whole
+    session is killed (a grandchild stuck on a FIFO included) and the test fails."""
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=PROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"{argv[-3:]} still running after {PROCESS_TIMEOUT_S}s")
+    return out, proc.returncode
 
 
 def _repo(tmp_path: Path) -> FixtureRepo:
@@ -58,22 +80,18 @@ class _Run:
     def __call__(self, *args: str) -> tuple[str, int, float, int]:
         peak = self.repo.root.parent / f"peak-{uuid.uuid4().hex[:8]}"
         started = time.monotonic()
-        done = subprocess.run(
+        shown, code = _run(
             [
                 *(sys.executable, "-c", _MEASURE, str(peak)),
                 *(sys.executable, "-m", "poimen_memory.cli", *args),
                 *("--repo", str(self.repo.root), "--project", self.project),
             ],
-            cwd=self.repo.root,
-            env={**self.faults.env, "POIMEN_CACHE_DIR": str(self.repo.root.parent / "cache")},
-            capture_output=True,
-            text=True,
-            timeout=PROCESS_TIMEOUT_S,
-            check=False,
+            {**self.faults.env, "POIMEN_CACHE_DIR": str(self.repo.root.parent / "cache")},
+            self.repo.root,
         )
         seconds = time.monotonic() - started
         used = int(peak.read_text() or 0) if peak.exists() else 0
-        return done.stdout + done.stderr, done.returncode, seconds, used
+        return shown, code, seconds, used
 
     def ingest(self) -> tuple[str, int, float, int]:
         source = self.repo.root.parent / f"memories-{uuid.uuid4().hex[:6]}.jsonl"
@@ -207,16 +225,54 @@ def test_every_git_runs_under_a_memory_bound(faults: Faults, tmp_path: Path) -> 
     peak = tmp_path / "peak"
     measure = _MEASURE.replace(str(2 << 30), str(1 << 30))  # the test's own cap: 1 GiB
     started = time.monotonic()
-    done = subprocess.run(
+    shown, _ = _run(
         [sys.executable, "-c", measure, str(peak), sys.executable, "-c", _BOUNDED, str(repo.root)],
-        env=faults.env,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT_S,
-        check=False,
+        faults.env,
     )
     assert time.monotonic() - started < QUICK_S
-    assert f"out of memory (git may use 256 MiB) in the repository at {repo.root}" in done.stdout, (
-        done.stdout + done.stderr
-    )
+    assert f"out of memory (git may use 256 MiB) in the repository at {repo.root}" in shown, shown
     assert int(peak.read_text()) < 300 << 20  # git's peak: its bound, not the test's 1 GiB
+
+
+_HEAD_LATER = """
+import os, sys
+from pathlib import Path
+from poimen_memory.gitio import GitError, GitRepo
+repo = GitRepo.discover(sys.argv[1])
+print("head", repo.head().value)
+ref = Path(sys.argv[1]) / ".git" / "refs" / "heads" / "main"
+ref.unlink()
+ref.symlink_to(sys.argv[2])
+repo.invalidate()
+try:
+    print("head", repo.head().value)
+except GitError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+def test_a_ref_that_turns_into_no_small_file_after_discovery_is_refused(
+    faults: Faults, tmp_path: Path, kind: str
+) -> None:
+    # HEAD is read in process (no git per hover): a ref replaced later is checked as well.
+    repo = _repo(tmp_path)
+    head = repo.git("rev-parse", "HEAD").strip()  # not after: the test's git has no bounds
+    target = _special(tmp_path, kind)
+    measure = _MEASURE.replace(str(2 << 30), str(1 << 30))
+    peak = tmp_path / "peak"
+    started = time.monotonic()
+    shown, _ = _run(
+        [
+            *(sys.executable, "-c", measure, str(peak), sys.executable, "-c", _HEAD_LATER),
+            *(str(repo.root), str(target)),
+        ],
+        faults.env,
+    )
+    assert time.monotonic() - started < QUICK_S
+    ref = repo.root / ".git" / "refs" / "heads" / "main"
+    lines = shown.splitlines()
+    assert lines[0] == f"head {head}", shown
+    assert lines[1] == f"the repository at {repo.root}: {ref} is not a regular file " + (
+        "(a FIFO, a device or a directory); not read"
+    ), shown

@@ -17,7 +17,12 @@ from pathlib import Path
 
 from poimen_memory.gitio.errors import GitFailed
 
-__all__ = ["UNSAFE_FILE", "UnsafeRepositoryFile", "check_repository_files"]
+__all__ = [
+    "UNSAFE_FILE",
+    "UnsafeRepositoryFile",
+    "check_ref_files",
+    "check_repository_files",
+]
 
 UNSAFE_FILE = "a file of the repository is no small regular file"
 
@@ -199,3 +204,12 @@ def check_repository_files(start: Path) -> None:
     if common != git_dir:
         checker.refs(common / "refs")
     checker.alternates(common / "objects")
+
+
+def check_ref_files(root: Path, *paths: str) -> None:
+    """Refuse (UnsafeRepositoryFile) the repository at ``root`` if one of the ref files at
+    ``paths`` (HEAD, a loose ref, packed-refs) is there but is no small regular file: they
+    may have changed since the repository was found, and GitPython reads them in process."""
+    checker = _Checker(root)
+    for path in paths:
+        checker.file(Path(path), _PACKED_REFS if path.endswith("packed-refs") else _SMALL)

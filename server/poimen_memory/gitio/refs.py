@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from poimen_memory.domain import CommitSha, ContentError
+from poimen_memory.gitio.gitfiles import check_ref_files
 
 if TYPE_CHECKING:
     import git
@@ -55,10 +56,15 @@ class HeadReader:
             return memo.sha
         from poimen_memory.gitio.gitpython import SymbolicReference
 
-        head_before = stamp(os.path.join(self._git_dir, "HEAD"))
+        head_path = os.path.join(self._git_dir, "HEAD")
+        head_before = stamp(head_path)
+        root = Path(self._repo.working_tree_dir or self._git_dir)
+        check_ref_files(root, head_path)  # a few stat calls, when the files changed only
         try:
             head = self._repo.head
             ref = None if head.is_detached else str(head.reference.path)
+            if ref is not None:
+                check_ref_files(root, *self._files(ref))
             # A branch that is itself symbolic would need its target watched too: not memoized.
             direct = ref is None or head.reference.is_detached
             before = self._stamps(ref)
@@ -73,6 +79,14 @@ class HeadReader:
     def forget(self) -> None:
         """Read HEAD from disk on the next call."""
         self._memo = None
+
+    def _files(self, ref: str) -> tuple[str, ...]:
+        """The files GitPython reads to resolve the branch ``ref``."""
+        return (
+            os.path.join(self._git_dir, ref),
+            os.path.join(self._common_dir, ref),
+            os.path.join(self._common_dir, "packed-refs"),
+        )
 
     def _stamps(self, ref: str | None) -> tuple[FileStamp, ...]:
         head = stamp(os.path.join(self._git_dir, "HEAD"))
