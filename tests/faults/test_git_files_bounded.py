@@ -276,3 +276,40 @@ def test_a_ref_that_turns_into_no_small_file_after_discovery_is_refused(
     assert lines[1] == f"the repository at {repo.root}: {ref} is not a regular file " + (
         "(a FIFO, a device or a directory); not read"
     ), shown
+
+
+def _address_space_limit(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max address space"):
+            return line.split()[3]
+    return ""
+
+
+def _children() -> list[tuple[int, bytes]]:
+    """(pid, command line) of this process's children."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[1] == str(os.getpid()):
+                found.append((int(name), Path(f"/proc/{name}/cmdline").read_bytes()))
+        except (OSError, IndexError, ValueError):
+            continue  # not a process, or one that ended meanwhile
+    return found
+
+
+def test_the_persistent_object_readers_run_under_the_memory_bound(tmp_path: Path) -> None:
+    # GitPython's cat-file processes live as long as the repository: bounded all the same.
+    from poimen_memory.gitio import GitRepo
+    from poimen_memory.gitio.runner import MEMORY_LIMIT
+
+    repo = _repo(tmp_path)
+    found = GitRepo.discover(repo.root)
+    try:
+        head = found.head()
+        assert found.resolve_commits([head.value[:8]])[head.value[:8]] == head
+        readers = [pid for pid, argv in _children() if b"cat-file" in argv]
+        assert readers
+        assert {_address_space_limit(pid) for pid in readers} == {str(MEMORY_LIMIT)}
+    finally:
+        found.close()

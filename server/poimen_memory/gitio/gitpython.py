@@ -11,6 +11,7 @@ from __future__ import annotations
 import configparser
 import logging
 import os
+import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from io import BufferedReader
@@ -20,7 +21,12 @@ from typing import IO, Any, cast
 from poimen_memory.gitio.errors import GitFailed, NotARepository
 from poimen_memory.gitio.files import MAX_SETTINGS_FILE, bounded_regular_file
 from poimen_memory.gitio.gitfiles import check_repository_files
-from poimen_memory.gitio.runner import GitRunner, bound_memory, pinned_environment
+from poimen_memory.gitio.runner import (
+    GitRunner,
+    bound_memory,
+    bound_process,
+    pinned_environment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +67,19 @@ class BoundGit(git.cmd.Git):
         self.runner.count()
         argv = self.runner.argv(list(command)[1:])
         kwargs["env"] = {**self.runner.overrides(), **(kwargs.get("env") or {})}
-        kwargs["preexec_fn"] = bound_memory  # under the memory bound of every git of ours
+        # Under the memory bound of every git of ours: set from outside for the persistent
+        # cat-file processes (started often, by a process that may be large), in the child
+        # for the rest (GitPython waits for them before it returns).
+        persistent = bool(kwargs.get("as_process"))
+        if not persistent:
+            kwargs["preexec_fn"] = bound_memory
         try:
-            return super().execute(argv, *args, **kwargs)
+            done = super().execute(argv, *args, **kwargs)
         except git.exc.GitCommandNotFound:
             raise self.runner.not_found() from None
+        if persistent and isinstance(getattr(done, "proc", None), subprocess.Popen):
+            bound_process(done.proc)
+        return done
 
 
 def _readable(path: str) -> bool:

@@ -8,8 +8,8 @@ import resource
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -20,6 +20,7 @@ __all__ = [
     "MEMORY_LIMIT",
     "GitRunner",
     "bound_memory",
+    "bound_process",
     "check_not_option",
     "failure",
     "finish_stream",
@@ -125,12 +126,33 @@ def pinned_environment(base: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def bound_memory() -> None:
-    """In a child about to become git: cap its address space at MEMORY_LIMIT (its own limit
-    is kept when lower). Only a system call: it runs between fork and exec."""
+def _memory_limit() -> tuple[int, int]:
+    # (soft, hard) for a git: MEMORY_LIMIT, or the limit this process has when lower.
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(MEMORY_LIMIT, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    return (MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(MEMORY_LIMIT, hard), hard)
+
+
+def bound_memory() -> None:
+    """In a child about to become git: cap its address space (see _memory_limit). For the
+    git processes we start without a way to reach them before they run (GitPython's)."""
+    resource.setrlimit(resource.RLIMIT_AS, _memory_limit())
+
+
+def bound_process(proc: subprocess.Popen[bytes]) -> None:
+    """Cap the address space of a git just started (Linux's prlimit; elsewhere the limit is
+    set in the child). Set from outside, the child is spawned as fast as without it (no
+    Python code between fork and exec); git needs far longer than this takes to read a file
+    that never ends, and a limit below what it has already takes effect at once."""
+    prlimit = getattr(resource, "prlimit", None)
+    if prlimit is None:
+        return
+    with suppress(OSError, ValueError):  # it has ended already
+        prlimit(proc.pid, resource.RLIMIT_AS, _memory_limit())
+
+
+def _preexec() -> Callable[[], None] | None:
+    # Where the limit can be set from outside, nothing runs in the child.
+    return None if hasattr(resource, "prlimit") else bound_memory
 
 
 def in_repository(exc: GitFailed, cwd: Path) -> GitFailed:
@@ -198,25 +220,38 @@ class GitRunner:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run git to completion; a code outside ``ok_codes`` raises GitFailed (see failure)."""
         self.count()
+        argv = self.argv(args, config)
         try:
-            done = subprocess.run(
-                self.argv(args, config),
+            proc = subprocess.Popen(
+                argv,
                 cwd=cwd,
-                input=stdin,
-                capture_output=True,
+                stdin=None if stdin is None else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=self._env(),
-                timeout=self.timeout if timeout is None else timeout,
-                check=False,
-                preexec_fn=bound_memory,
+                preexec_fn=_preexec(),
             )
         except FileNotFoundError:
             raise self.not_found() from None
-        except subprocess.TimeoutExpired:
-            raise GitFailed(
-                f"git {args[0]} timed out after {timeout or self.timeout:.0f}s"
-            ) from None
         except OSError as exc:
             raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
+        bound_process(proc)
+        with proc:
+            try:
+                out, err = proc.communicate(stdin, self.timeout if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise GitFailed(
+                    f"git {args[0]} timed out after {timeout or self.timeout:.0f}s"
+                ) from None
+            except OSError as exc:
+                proc.kill()
+                raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
+            except BaseException:  # interrupted: no git left running (as subprocess.run)
+                proc.kill()
+                raise
+        done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
         if done.returncode not in ok_codes:
             raise in_repository(failure(args[0], done.stderr, f"exit {done.returncode}"), cwd)
         return done
@@ -244,12 +279,13 @@ class GitRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._env(),
-                preexec_fn=bound_memory,
+                preexec_fn=_preexec(),
             )
         except FileNotFoundError:
             raise self.not_found() from None
         except OSError as exc:
             raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
+        bound_process(proc)
         timer = threading.Timer(self.timeout, proc.kill)
         timer.daemon = True
         timer.start()
