@@ -139,6 +139,21 @@ def test_a_file_inside_git_that_is_no_small_file_refuses_the_repository(
         assert "no commits yet" not in shown
 
 
+@pytest.mark.parametrize("place", ["commondir", "gitdir", "HEAD"])
+def test_a_linked_work_trees_own_file_that_is_a_fifo_refuses_it(
+    faults: Faults, tmp_path: Path, place: str
+) -> None:
+    main = _repo(tmp_path)
+    linked = FixtureRepo(tmp_path / "linked", commits=dict(main.commits))
+    main.git("worktree", "add", "-q", "-b", "linked", str(linked.root))
+    admin = main.root / ".git" / "worktrees" / "linked"
+    _place(admin / place, _special(tmp_path, "fifo"))
+    shown, code, seconds, peak = _Run(faults, linked)("by-git", f"{BUFFER}:42", "--json")
+    _quick_and_small(seconds, peak)
+    assert code != 0, shown
+    assert f"the repository at {linked.root}: {admin / place} is not a regular file" in shown
+
+
 # -- 2. files the configuration names ---------------------------------------------------------
 
 
