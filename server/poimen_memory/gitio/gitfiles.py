@@ -65,15 +65,21 @@ class _Checker:
     def refuse(self, path: Path, what: str) -> UnsafeRepositoryFile:
         return UnsafeRepositoryFile(self.root, path, what)
 
+    def _stat(self, path: Path) -> os.stat_result | None:
+        """``path``'s status, links followed (None: not there, or a dangling link)."""
+        try:
+            return os.stat(path)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            raise self.refuse(path, "cannot be examined") from None
+
     def file(self, path: Path, cap: int) -> bool:
         """Whether ``path`` is there: a regular file of at most ``cap`` bytes; refused if it
         is there but is anything else (a missing file, or a dangling link, is not there)."""
-        try:
-            info = os.stat(path)
-        except FileNotFoundError:
+        info = self._stat(path)
+        if info is None:
             return False
-        except (OSError, ValueError):
-            raise self.refuse(path, "cannot be examined") from None
         if not stat_mode.S_ISREG(info.st_mode):
             raise self.refuse(path, "is not a regular file (a FIFO, a device or a directory)")
         if info.st_size > cap:
@@ -81,12 +87,9 @@ class _Checker:
         return True
 
     def directory(self, path: Path) -> bool:
-        try:
-            info = os.stat(path)
-        except FileNotFoundError:
+        info = self._stat(path)
+        if info is None:
             return False
-        except (OSError, ValueError):
-            raise self.refuse(path, "cannot be examined") from None
         if not stat_mode.S_ISDIR(info.st_mode):
             raise self.refuse(path, "is not a directory")
         return True
