@@ -5,6 +5,7 @@ user go. The settings are loaded by the adapter and passed here."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from poimen_memory.errors import ConfigError, StoreUnavailable
@@ -64,10 +65,11 @@ def migrate_store(dsn: str) -> list[str]:
         return [f"{m.version:04d}_{m.name}" for m in migrate(conn)]
 
 
-def grants_for(dsn: str, role: str, *, apply: bool) -> list[str]:
-    """The GRANT statements a read-only lookup role needs (run, when ``apply``)."""
+def grants_for(dsn: str, role: str, *, apply: bool, projects: Sequence[str] = ()) -> list[str]:
+    """The GRANT statements a read-only lookup role needs, limiting it to ``projects`` (none:
+    every project) (run, when ``apply``)."""
     with connect(dsn) as conn:
-        return (grant_readonly if apply else readonly_grants)(conn, role)
+        return (grant_readonly if apply else readonly_grants)(conn, role, projects)
 
 
 def git_hooks_dir(where: Path) -> HooksDir:
