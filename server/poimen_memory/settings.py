@@ -361,6 +361,13 @@ class Settings(BaseSettings):
         default_factory=lambda: platformdirs.user_data_path(APP),
         description="Where the embedded store and the demo live.",
     )
+    embedded_root_dir: Path = Field(
+        default=Path("/var/lib/poimen-memory"),
+        description="Run as root only: where the embedded store keeps its data when the "
+        "`pgserver` user Postgres runs as cannot reach `data_dir` (and a copy of Postgres's "
+        "programs when it cannot reach the installed ones). Created here, open to others; "
+        "the mode of a directory not created here is never changed.",
+    )
     cache_dir: Path = Field(
         default_factory=lambda: platformdirs.user_cache_path(APP),
         description="Where the local blame cache and hook logs live.",

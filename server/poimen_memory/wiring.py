@@ -12,7 +12,14 @@ from poimen_memory.errors import ConfigError, StoreUnavailable
 from poimen_memory.gitio import GitError, GitRepo, GitRunner
 from poimen_memory.gitio.hooksdir import HooksDir, exclude_locally, hooks_dir
 from poimen_memory.settings import Settings
-from poimen_memory.store import IngestListener, Store, connect, embedded_dsn, migrate
+from poimen_memory.store import (
+    IngestListener,
+    Store,
+    connect,
+    embedded_dsn,
+    embedded_pgdata,
+    migrate,
+)
 from poimen_memory.store.access import grant_readonly, readonly_grants
 from poimen_memory.store.connection import describe_target, release_embedded, server_version
 
@@ -23,6 +30,7 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "describe_target",
+    "embedded_pgdata",
     "git_exclude_locally",
     "git_hooks_dir",
     "git_ignores",
@@ -42,7 +50,12 @@ def store_target(settings: Settings, *, migrate_embedded: bool = True) -> tuple[
     ``data_dir`` (its schema migrated on first use, unless ``migrate_embedded`` is false:
     the ``db`` commands report the schema as it is)."""
     if settings.dsn is None:
-        return embedded_dsn(settings.data_dir, migrate_schema=migrate_embedded), "embedded"
+        dsn = embedded_dsn(
+            settings.data_dir,
+            root_dir=settings.embedded_root_dir,
+            migrate_schema=migrate_embedded,
+        )
+        return dsn, "embedded"
     return settings.dsn, settings.origin("dsn") or "settings"
 
 

@@ -19,7 +19,7 @@ from poimen_memory.cli.operations import settings_of
 from poimen_memory.errors import ConfigError, SchemaMissing
 from poimen_memory.lookup import LookupFailed, LookupInputError, decide_project, identity_of
 from poimen_memory.settings import Settings
-from poimen_memory.wiring import Store, describe_target, git_hooks_dir
+from poimen_memory.wiring import Store, describe_target, embedded_pgdata, git_hooks_dir
 
 __all__ = ["Doctor", "Found", "Installed", "doctor"]
 
@@ -67,7 +67,9 @@ class Doctor(BaseModel):
 
 def _store(settings: Settings) -> Found:
     if settings.dsn is None:
-        where = f"embedded Postgres in {settings.data_dir / 'pgdata'}"
+        where = (
+            f"embedded Postgres in {embedded_pgdata(settings.data_dir, settings.embedded_root_dir)}"
+        )
         return Found(value=where, source="default: no dsn set", state="not started")
     store = Store(settings.dsn, lazy=True, timeout=3.0)
     with contextlib.closing(store):

@@ -6,6 +6,7 @@ from poimen_memory.store.connection import (
     StoreUnavailable,
     connect,
     embedded_dsn,
+    embedded_pgdata,
 )
 from poimen_memory.store.listen import NOTIFY_CHANNEL, IngestListener
 from poimen_memory.store.migrations import MigrationError, migrate
@@ -40,5 +41,6 @@ __all__ = [
     "WalkedNode",
     "connect",
     "embedded_dsn",
+    "embedded_pgdata",
     "migrate",
 ]

