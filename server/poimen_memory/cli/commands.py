@@ -51,9 +51,11 @@ def db_migrate(args: argparse.Namespace) -> int:
 
 
 def db_grant_readonly(args: argparse.Namespace) -> int:
-    """Print (or apply) the GRANTs for a read-only role."""
+    """Print (or apply) the GRANTs for a read-only role, and the projects it may see."""
+    if args.project is not None:  # `mem --project P db grant-readonly ROLE`: not a limit
+        raise UsageError("--project: name the role's projects after ROLE")
     dsn, _ = store_target(settings_of(args), migrate_embedded=False)
-    statements = grants_for(dsn, args.role, apply=args.apply)
+    statements = grants_for(dsn, args.role, apply=args.apply, projects=args.projects or ())
     for statement in statements:
         print(f"{statement};")
     if args.apply:

@@ -129,11 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p = _command(
         db_commands, "grant-readonly",
-        "print (or --apply) the GRANTs for a read-only lookup role", cmd.db_grant_readonly,
-        ["mem db grant-readonly mem_reader", "mem db grant-readonly mem_reader --apply"],
+        "print (or --apply) the GRANTs for a read-only lookup role, and the projects it may "
+        "see", cmd.db_grant_readonly,
+        ["mem db grant-readonly mem_reader", "mem db grant-readonly mem_reader --apply",
+         "mem db grant-readonly mem_alpha --project alpha --project beta --apply"],
     )  # fmt: skip
     p.add_argument("role", metavar="ROLE", help="an existing Postgres role")
-    p.add_argument("--apply", action="store_true", help="run the GRANTs instead of printing")
+    p.add_argument(
+        "--project", dest="projects", action="append", metavar="P",
+        help="the role sees (and, given write grants, writes) only these projects' rows "
+        "(row-level security); replaces its earlier projects. Without: every project",
+    )  # fmt: skip
+    p.add_argument("--apply", action="store_true", help="run the statements instead of printing")
 
     p = _command(
         commands, "ingest", "ingest agent transcripts with git context", cmd.ingest,
