@@ -1,10 +1,13 @@
-"""Access: a read-only role serves every lookup, projects never leak into each other, HTTP
-binds loopback or demands a token, and secrets never reach the store."""
+"""Access: a read-only role serves every lookup, a role limited to some projects (row-level
+security) sees and writes only theirs, projects never leak into each other, HTTP binds
+loopback or demands a token, and secrets never reach the store."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -33,9 +36,7 @@ def readonly_dsn(faults: Faults) -> str:
     assert f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}";' in printed.stdout
     applied = faults.mem("db", "grant-readonly", role, "--apply")
     assert applied.returncode == 0, applied.stderr
-    params = conninfo.conninfo_to_dict(faults.dsn)
-    params["user"] = role
-    return conninfo.make_conninfo(**params)
+    return conninfo.make_conninfo(faults.dsn, user=role)
 
 
 def test_read_path_works_under_a_readonly_role(faults: Faults, readonly_dsn: str) -> None:
@@ -91,6 +92,266 @@ def test_read_path_works_under_a_readonly_role(faults: Faults, readonly_dsn: str
         PROJECT,
     )
     assert denied.returncode != 0
+
+
+# -- row-level security per project ----------------------------------------------------------
+
+
+def _label(key: str) -> str:
+    return key.capitalize()
+
+
+def _rows(label: str, commit: str) -> list[dict[str, object]]:
+    """A summary and two pieces of evidence in alice's commit, in ``label``'s own words."""
+    return [
+        {"type": "node", "id": "m", "level": "L1", "query_id": "q-ledger",
+         "text": f"{label} summary: the ledger reconciliation buffer is sized for {label}.",
+         "created_at": "2026-08-20T08:00:00Z"},
+        {"type": "node", "id": "e", "level": "L0", "query_id": "q-ledger",
+         "text": f"{label} evidence: ledger reconciliation reads the buffer for {label}.",
+         "parents": ["m"], "anchors": [{"file": "src/kong/buffer.rs", "line": 42}],
+         "created_at": "2026-08-20T07:00:00Z"},
+        {"type": "node", "id": "e2", "level": "L0", "query_id": "q-ledger",
+         "text": f"{label} second evidence: the ledger line above, for {label}.",
+         "anchors": [{"file": "src/kong/buffer.rs", "line": 41, "commit": commit}],
+         "created_at": "2026-08-20T07:30:00Z"},
+    ]  # fmt: skip
+
+
+@dataclass
+class Roles:
+    """Projects alpha and bravo, remembered at the same lines, and the DSNs of roles made by
+    `mem db grant-readonly`: ``limited`` to alpha, ``reader`` unrestricted."""
+
+    ids: dict[str, str]  # "alpha"/"bravo" -> the project id in the store
+    names: dict[str, str]  # "limited"/"reader" -> the role's name
+    dsns: dict[str, str]
+
+
+def _role_dsn(faults: Faults, role: str) -> str:
+    return conninfo.make_conninfo(faults.dsn, user=role)
+
+
+def _drop_roles(faults: Faults, roles: list[str]) -> None:
+    """Roles are cluster-wide: drop them, their grants and their rows of role_project."""
+    with psycopg.connect(faults.dsn, autocommit=True) as admin:
+        for role in roles:
+            admin.execute("DELETE FROM role_project WHERE role = %s", (role,))
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture(scope="module")
+def roles(faults: Faults) -> Iterator[Roles]:
+    suffix = uuid.uuid4().hex[:6]
+    ids = {key: f"{key}-{suffix}" for key in ("alpha", "bravo")}
+    for key, project in ids.items():
+        done = faults.ingest(_rows(_label(key), faults.kong.commits["abc123"]), project)
+        assert done.returncode == 0, done.stderr
+    names = {kind: f"poimen_{kind}_{suffix}" for kind in ("limited", "reader")}
+    created: list[str] = []
+    try:
+        with psycopg.connect(admin_dsn(), autocommit=True) as admin:
+            for role in names.values():
+                admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+                created.append(role)
+        limit = ("--project", ids["alpha"])
+        printed = faults.mem("db", "grant-readonly", names["limited"], *limit)
+        assert printed.returncode == 0, printed.stderr
+        assert (
+            f"INSERT INTO role_project (role, project) VALUES ('{names['limited']}', "
+            f"'{ids['alpha']}');" in printed.stdout
+        )
+        for role, extra in ((names["limited"], limit), (names["reader"], ())):
+            applied = faults.mem("db", "grant-readonly", role, *extra, "--apply")
+            assert applied.returncode == 0, applied.stderr
+        yield Roles(ids, names, {kind: _role_dsn(faults, r) for kind, r in names.items()})
+    finally:
+        _drop_roles(faults, created)
+
+
+def _lookups(faults: Faults) -> dict[str, list[str]]:
+    """Every lookup `mem` offers, each answering with both projects' memories when allowed."""
+    repo = ["--repo", str(faults.kong.root)]
+    commit = faults.kong.commits["abc123"]
+    return {
+        "by-git one line": ["by-git", "src/kong/buffer.rs:42", *repo],
+        "by-git range": ["by-git", "src/kong/buffer.rs:40-44", *repo],
+        "by-git whole file": ["by-git", "src/kong/buffer.rs", *repo],
+        "by-git in a commit": ["by-git", "src/kong/buffer.rs:42", "--commit", commit, *repo],
+        "why": ["why", "src/kong/buffer.rs:40-44", *repo],
+        "by-commit": ["by-commit", commit, *repo],
+        "by-author": ["by-author", "alice@org.test", *repo],
+        "query": ["query", "ledger reconciliation"],
+    }
+
+
+def _answer_texts(faults: Faults, dsn: str, argv: list[str], project: str) -> set[str]:
+    """The texts of every node a lookup answers with, run by `mem` connected as ``dsn``."""
+    done = faults.mem("--dsn", dsn, *argv, "--project", project, "--json")
+    assert done.returncode == 0, (argv, done.stderr)
+    found: set[str] = set()
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("text"), str) and "level" in value:
+                found.add(value["text"])
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(json.loads(done.stdout))
+    return found
+
+
+def _of(texts: set[str], label: str) -> set[str]:
+    return {t for t in texts if t.startswith(f"{label} ")}
+
+
+def test_a_role_limited_to_a_project_sees_only_that_projects_memories(
+    faults: Faults, roles: Roles
+) -> None:
+    wrong: dict[str, str] = {}
+    for name, argv in _lookups(faults).items():
+        own = _answer_texts(faults, roles.dsns["limited"], argv, roles.ids["alpha"])
+        # Asked for the other project by name, it gets nothing of it.
+        other = _answer_texts(faults, roles.dsns["limited"], argv, roles.ids["bravo"])
+        if not _of(own, "Alpha"):
+            wrong[name] = "alpha's memories missing"
+        elif _of(own, "Bravo") or other:
+            wrong[name] = f"bravo's memories shown: {sorted(_of(own, 'Bravo') | other)}"
+    assert wrong == {}
+    with psycopg.connect(roles.dsns["limited"]) as conn:
+        seen = conn.execute("SELECT DISTINCT project FROM memory_node").fetchall()
+        commits = conn.execute("SELECT DISTINCT project FROM git_commit").fetchall()
+    assert seen == commits == [(roles.ids["alpha"],)]
+
+
+def test_an_unrestricted_readonly_role_still_sees_every_project(
+    faults: Faults, roles: Roles
+) -> None:
+    for name, argv in _lookups(faults).items():
+        for key in ("alpha", "bravo"):
+            texts = _answer_texts(faults, roles.dsns["reader"], argv, roles.ids[key])
+            assert _of(texts, _label(key)), (name, key)
+
+
+def test_a_limited_role_that_may_write_writes_only_its_projects(
+    faults: Faults, roles: Roles
+) -> None:
+    role = sql.Identifier(roles.names["limited"])
+    with psycopg.connect(faults.dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {}").format(
+                role
+            )
+        )
+    try:
+        row = (
+            "INSERT INTO memory_node (project, sha256, level, query_id, run_id, t, text,"
+            " created_at) VALUES (%s, %s, 'L1', 'q', 'r', 0, %s, now())"
+        )
+        with psycopg.connect(roles.dsns["limited"], autocommit=True) as conn:
+            conn.execute(row, (roles.ids["alpha"], "a" * 64, "Alpha written by its role."))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                conn.execute(row, (roles.ids["bravo"], "b" * 64, "Bravo written by alpha's."))
+            # Moving a row of its own into the other project is refused as well...
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                conn.execute(
+                    "UPDATE memory_node SET project = %s WHERE project = %s AND sha256 = %s",
+                    (roles.ids["bravo"], roles.ids["alpha"], "a" * 64),
+                )
+            # ...and the other project's rows are not there to change or delete.
+            for statement in (
+                "UPDATE memory_node SET text = 'spoiled' WHERE project = %s",
+                "DELETE FROM git_anchor WHERE project = %s",
+            ):
+                assert conn.execute(statement, (roles.ids["bravo"],)).rowcount == 0
+            # Nor can it widen its own projects.
+            assert conn.execute("DELETE FROM role_project").rowcount == 0
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                conn.execute(
+                    "INSERT INTO role_project VALUES (current_user, %s)", (roles.ids["bravo"],)
+                )
+        # `mem ingest` into the other project fails as a whole; into its own, it writes.
+        denied = faults.mem(
+            "--dsn", roles.dsns["limited"], "ingest", str(_jsonl(faults, "Bravo")),
+            "--repo", str(faults.kong.root), "--project", roles.ids["bravo"],
+        )  # fmt: skip
+        assert denied.returncode != 0
+        assert "row-level security" in denied.stderr
+        allowed = faults.mem(
+            "--dsn", roles.dsns["limited"], "ingest", str(_jsonl(faults, "Alpha")),
+            "--repo", str(faults.kong.root), "--project", roles.ids["alpha"],
+        )  # fmt: skip
+        assert allowed.returncode == 0, allowed.stderr
+        with psycopg.connect(faults.dsn) as conn:
+            bravo = conn.execute(
+                "SELECT text FROM memory_node WHERE project = %s", (roles.ids["bravo"],)
+            ).fetchall()
+        assert {t for (t,) in bravo} == {r["text"] for r in _rows("Bravo", "x")}
+    finally:
+        with psycopg.connect(faults.dsn, autocommit=True) as admin:
+            admin.execute(
+                "DELETE FROM memory_node WHERE project = %s AND (sha256 = %s OR text = %s)",
+                (roles.ids["alpha"], "a" * 64, _WRITTEN.format("Alpha")),
+            )
+            admin.execute(
+                sql.SQL(
+                    "REVOKE INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public FROM {}"
+                ).format(role)
+            )
+
+
+def test_grant_readonly_sets_a_roles_projects_to_exactly_those_named(
+    faults: Faults, roles: Roles
+) -> None:
+    role = f"poimen_switch_{uuid.uuid4().hex[:6]}"
+    alpha, bravo = roles.ids["alpha"], roles.ids["bravo"]
+    with psycopg.connect(admin_dsn(), autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+
+        def grant(*projects: str) -> set[str]:
+            """The projects ``role`` sees after granting it ``projects``."""
+            named = [arg for project in projects for arg in ("--project", project)]
+            done = faults.mem("db", "grant-readonly", role, *named, "--apply")
+            assert done.returncode == 0, done.stderr
+            with psycopg.connect(_role_dsn(faults, role)) as conn:
+                rows = conn.execute(
+                    "SELECT DISTINCT project FROM memory_node WHERE project = ANY(%s)",
+                    ([alpha, bravo],),
+                ).fetchall()
+            return {project for (project,) in rows}
+
+        assert grant(alpha, bravo) == {alpha, bravo}
+        assert grant(bravo) == {bravo}  # replaces alpha, does not add to it
+        assert grant() == {alpha, bravo}  # no --project: every project again
+        with psycopg.connect(faults.dsn) as conn:
+            left = conn.execute("SELECT * FROM role_project WHERE role = %s", (role,)).fetchall()
+        assert left == []
+        # A project name is checked as everywhere else; a --project before the command is
+        # not taken for a limit.
+        bad = faults.mem("db", "grant-readonly", role, "--project", "-x; DROP TABLE memory_node")
+        assert bad.returncode == 2
+        assert "project" in bad.stderr
+        before = faults.mem("--project", alpha, "db", "grant-readonly", role, "--apply")
+        assert before.returncode == 2
+        assert "after ROLE" in before.stderr
+    finally:
+        _drop_roles(faults, [role])
+
+
+_WRITTEN = "{} written by `mem ingest` as alpha's role."
+
+
+def _jsonl(faults: Faults, label: str) -> Path:
+    path = faults.root / f"{label.lower()}-{uuid.uuid4().hex[:6]}.jsonl"
+    row = {"type": "node", "level": "L1", "query_id": "q-w", "text": _WRITTEN.format(label)}
+    path.write_text(json.dumps(row) + "\n")
+    return path
 
 
 def test_a_server_for_one_project_never_returns_another(faults: Faults) -> None:
