@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from bench.lspclient import LspClient
+
+from poimen_memory.lsp.protocol import EXIT_GRACE
 
 from ..gitrepo import BOB, FixtureRepo
 from .conftest import PROJECT, Faults, hover_text
@@ -194,6 +198,42 @@ def test_exit_without_shutdown_exits_with_status_1(faults: Faults) -> None:
 
 def test_exit_after_shutdown_exits_with_status_0(faults: Faults) -> None:
     assert _exit_status(faults, shutdown_first=True) == 0
+
+
+STUCK_THREAD = """\
+import os, threading
+# A thread that never ends, blocked in open() of a FIFO no one writes (as a thread reading a
+# FIFO in some .git would be): Python waits for such a thread before it exits.
+threading.Thread(target=lambda: open(os.environ["STUCK_FIFO"]), name="stuck").start()
+"""
+
+
+@pytest.mark.parametrize("shutdown_first", [True, False], ids=["after-shutdown", "without"])
+def test_exit_ends_the_process_even_with_a_thread_stuck_for_good(
+    faults: Faults, tmp_path: Path, shutdown_first: bool
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STUCK_THREAD)
+    fifo = tmp_path / "nobody-writes"
+    os.mkfifo(fifo)
+    env = {**faults.env, "PYTHONPATH": str(site), "STUCK_FIFO": str(fifo)}
+    env["POIMEN_CACHE_DIR"] = str(tmp_path / "cache")
+    client = LspClient(
+        [sys.executable, "-m", "poimen_memory.cli", "lsp"], env, faults.kong.root, tmp_path / "log"
+    )
+    try:
+        _initialize(client, faults, rootUri=faults.kong.root.as_uri())
+        assert client.request("workspace/executeCommand", {"command": "mem.ping", "arguments": []})
+        if shutdown_first:
+            client.request("shutdown", None, timeout=10)
+        client.notify("exit", None)
+        started = time.monotonic()
+        status = client.proc.wait(EXIT_GRACE + 10)
+        assert time.monotonic() - started < EXIT_GRACE + 3
+        assert status == (0 if shutdown_first else 1)
+    finally:
+        client.close()
 
 
 def test_a_file_uri_of_another_host_is_not_in_the_workspace(shared: LspClient) -> None:
