@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -21,6 +22,7 @@ from poimen_memory.http import create_app
 from poimen_memory.lookup import build_service
 from poimen_memory.operations import Services
 from poimen_memory.store import Store
+from poimen_memory.store.queries import query
 
 from ..conftest import admin_dsn
 from .conftest import PROJECT, Faults, hover_text
@@ -342,6 +344,43 @@ def test_grant_readonly_sets_a_roles_projects_to_exactly_those_named(
         assert "after ROLE" in before.stderr
     finally:
         _drop_roles(faults, [role])
+
+
+def test_a_limited_roles_lookup_uses_the_project_index_and_checks_its_projects_once(
+    faults: Faults, roles: Roles
+) -> None:
+    """The policies' functions run once per statement (initplans), never once per row, and
+    the project is still an index condition: row-level security costs a limited role no scan
+    of other projects' rows."""
+    params = {
+        "project": roles.ids["alpha"], "repo": "github.com/org/poimen",
+        "commit_sha": faults.kong.commits["abc123"], "file": "src/kong/buffer.rs", "line": 42,
+        "max_anchors": 50,
+    }  # fmt: skip
+    with psycopg.connect(roles.dsns["limited"]) as conn:
+        conn.execute("SET enable_seqscan = off")  # a few rows: ask whether the index can serve
+        ((plan,),) = conn.execute(
+            "EXPLAIN (VERBOSE, FORMAT JSON) " + query("anchors_line"), params
+        ).fetchall()
+
+    def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        yield node
+        for child in node.get("Plans", []):
+            yield from nodes(child)
+
+    every = list(nodes(plan[0]["Plan"]))
+    once = " ".join(
+        str(n.get("Output")) for n in every if n.get("Parent Relationship") == "InitPlan"
+    )
+    assert "poimen_unrestricted()" in once
+    assert "poimen_role_projects()" in once
+    for node in every:  # no condition calls them row by row
+        for key in ("Filter", "Index Cond", "Recheck Cond"):
+            assert "poimen_" not in node.get(key, ""), (key, node[key])
+    assert "SubPlan" not in {n.get("Parent Relationship") for n in every}
+    scans = [n for n in every if n.get("Relation Name") == "git_anchor"]
+    assert scans
+    assert all("project = '" in n.get("Index Cond", "") for n in scans), scans
 
 
 _WRITTEN = "{} written by `mem ingest` as alpha's role."
