@@ -342,6 +342,15 @@ def test_grant_readonly_sets_a_roles_projects_to_exactly_those_named(
         before = faults.mem("--project", alpha, "db", "grant-readonly", role, "--apply")
         assert before.returncode == 2
         assert "after ROLE" in before.stderr
+        # Only the tables' owner may set them: anyone else is told so, rather than having
+        # row-level security silently ignore the change.
+        argv = ("db", "grant-readonly", role, "--project", alpha, "--apply")
+        refused = faults.mem("--dsn", roles.dsns["reader"], *argv)
+        assert refused.returncode == 1
+        assert "owner of the memory tables" in refused.stderr
+        with psycopg.connect(faults.dsn) as conn:
+            left = conn.execute("SELECT * FROM role_project WHERE role = %s", (role,)).fetchall()
+        assert left == []
     finally:
         _drop_roles(faults, [role])
 

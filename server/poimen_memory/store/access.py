@@ -12,8 +12,9 @@ import psycopg
 from psycopg import sql
 
 from poimen_memory.domain import ContentError, ProjectId
-from poimen_memory.errors import SchemaMissing
+from poimen_memory.errors import Refused, SchemaMissing
 from poimen_memory.store.migrations import schema_problem
+from poimen_memory.store.queries import query
 
 __all__ = ["grant_readonly", "readonly_grants"]
 
@@ -65,6 +66,13 @@ def grant_readonly(
     problem = schema_problem(conn)
     if problem is not None:
         raise SchemaMissing(f"database {conn.info.dbname}", problem)
+    row = conn.execute(query("may_set_role_projects")).fetchone()
+    if not row or not row[0]:
+        raise Refused(
+            "--apply",
+            f"{conn.info.user} cannot set which projects a role sees: connect as the owner "
+            "of the memory tables (the role that ran `mem db migrate`)",
+        )
     with conn.transaction():
         for statement in statements:
             conn.execute(statement.encode())

@@ -558,3 +558,11 @@ SELECT EXISTS (
 -- name: project_repos
 -- Some of the repositories a project has memories in (to name them in an error).
 SELECT DISTINCT repo FROM git_commit WHERE project = %(project)s ORDER BY repo LIMIT %(limit)s;
+
+-- name: may_set_role_projects
+-- Whether the current role may change role_project (which projects a role sees): row-level
+-- security lets only the table's owner (or a role with its privileges), a superuser or a role
+-- that bypasses it write there; anyone else's changes would do nothing, silently.
+SELECT pg_has_role(current_user, c.relowner, 'USAGE') OR r.rolsuper OR r.rolbypassrls AS may
+FROM pg_class c, pg_roles r
+WHERE c.oid = 'public.role_project'::regclass AND r.rolname = current_user;
