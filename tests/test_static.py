@@ -23,9 +23,11 @@ def test_layers_are_kept() -> None:
 
 
 def test_ruff_check_and_format() -> None:
-    check = _run(sys.executable, "-m", "ruff", "check", "server", "tests", "bench")
+    check = _run(sys.executable, "-m", "ruff", "check", "server", "tests", "bench", "mutation")
     assert check.returncode == 0, check.stdout
-    fmt = _run(sys.executable, "-m", "ruff", "format", "--check", "server", "tests", "bench")
+    fmt = _run(
+        sys.executable, "-m", "ruff", "format", "--check", "server", "tests", "bench", "mutation"
+    )
     assert fmt.returncode == 0, fmt.stdout
 
 
@@ -48,12 +50,14 @@ def test_dependencies_declared_in_server() -> None:
 
 
 def test_dependencies_declared_in_tests_and_bench() -> None:
-    """Every import of tests/ and bench/ is declared, the test extra counted as theirs."""
+    """Every import of tests/, bench/ and mutation/ is declared, the test extra counted as
+    theirs."""
     done = _deptry(
-        "tests", "bench",
+        "tests", "bench", "mutation",
         "--known-first-party", "poimen_memory",
         "--known-first-party", "tests",
         "--known-first-party", "bench",
+        "--known-first-party", "mutation",
         "--optional-dependencies-dev-groups", "dev",
         "--exclude", r"\.venv|node_modules",
         # Tools run as programs or plugins (ruff, mypy, pytest-asyncio, ...) are never imported.

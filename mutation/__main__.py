@@ -1,0 +1,154 @@
+"""``python -m mutation``: break each rule of ``mutation/breaks.toml`` in a scratch copy of the
+tree, run the tests named for it there, and report which breaks the tests caught.
+
+Each entry names a file, an exact piece of it (found exactly once, or the entry is reported
+stale: the code moved and the entry must follow it), what to put instead, and the tests that
+must fail. The tests first run on the unbroken copy (they must pass); then each break is
+applied alone, its tests run with the copy first on ``PYTHONPATH`` (so servers and CLIs the
+tests start run the broken code too), and the file is restored.
+
+    python -m mutation                 # every entry
+    python -m mutation --only cursor   # entries whose rule or file contains "cursor"
+    python -m mutation --json          # the results as JSON
+
+Exit status: 0 when every break was caught, 1 when one survived or an entry is stale, 2 for a
+usage error or tests that fail unbroken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BREAKS = Path(__file__).resolve().parent / "breaks.toml"
+
+
+@dataclass(frozen=True)
+class Break:
+    rule: str
+    file: str
+    find: str
+    replace: str
+    tests: tuple[str, ...]
+
+
+@dataclass
+class Outcome:
+    rule: str
+    file: str
+    status: str  # caught, survived, stale, error
+    seconds: float
+    detail: str = ""
+
+
+def load(path: Path = BREAKS) -> list[Break]:
+    data = tomllib.loads(path.read_text())
+    return [
+        Break(b["rule"], b["file"], b["find"], b["replace"], tuple(b["tests"]))
+        for b in data["break"]
+    ]
+
+
+def scratch_copy(into: Path) -> Path:
+    """The tracked files of the tree as they are now (uncommitted changes too)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, listed):
+        source = ROOT / os.fsdecode(name)
+        if not source.is_file():
+            continue
+        target = into / os.fsdecode(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    return into
+
+
+def run_tests(copy: Path, tests: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(copy / "server"), str(copy), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _last_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    return lines[-1] if lines else done.stderr.strip().splitlines()[-1:][0] if done.stderr else ""
+
+
+def check(copy: Path, entry: Break) -> Outcome:
+    path = copy / entry.file
+    original = path.read_text()
+    found = original.count(entry.find)
+    if found != 1:
+        return Outcome(entry.rule, entry.file, "stale", 0.0, f"the piece is found {found} times")
+    started = time.monotonic()
+    path.write_text(original.replace(entry.find, entry.replace))
+    try:
+        done = run_tests(copy, entry.tests)
+    finally:
+        path.write_text(original)
+    seconds = round(time.monotonic() - started, 1)
+    if done.returncode == 1:
+        return Outcome(entry.rule, entry.file, "caught", seconds, _last_line(done))
+    if done.returncode == 0:
+        return Outcome(entry.rule, entry.file, "survived", seconds, _last_line(done))
+    return Outcome(entry.rule, entry.file, "error", seconds, _last_line(done))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mutation", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", help="entries whose rule or file contains this text")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--breaks", type=Path, default=BREAKS, help="the list of breaks")
+    args = parser.parse_args(argv)
+    entries = [
+        e for e in load(args.breaks) if not args.only or args.only in e.rule or args.only in e.file
+    ]
+    if not entries:
+        print("no entry matches", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="poimen-breaks-") as scratch:
+        copy = scratch_copy(Path(scratch))
+        every = tuple(dict.fromkeys(t for e in entries for t in e.tests))
+        baseline = run_tests(copy, every)
+        if baseline.returncode != 0:
+            print(f"the tests fail unbroken: {_last_line(baseline)}", file=sys.stderr)
+            return 2
+        outcomes = []
+        for entry in entries:
+            outcome = check(copy, entry)
+            outcomes.append(outcome)
+            if not args.json:
+                print(f"{outcome.status:8} {outcome.seconds:6.1f}s  {entry.rule}", flush=True)
+    caught = sum(o.status == "caught" for o in outcomes)
+    if args.json:
+        print(json.dumps([asdict(o) for o in outcomes], indent=2))
+    else:
+        print(f"\n{caught} of {len(outcomes)} breaks caught")
+        for o in outcomes:
+            if o.status != "caught":
+                print(f"  {o.status}: {o.rule} ({o.file}): {o.detail}")
+    return 0 if caught == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
