@@ -248,6 +248,69 @@ def test_a_found_rewrite_is_stored_as_a_commit_alias(scene: Scene, store_dsn: st
     assert _aliases(store_dsn, scene.project) == {(b1, s, "squash"), (b2, s, "squash")}
 
 
+def test_a_range_lookup_shows_each_line_what_hovering_it_shows(scene: Scene) -> None:
+    """A squash whose lines are asked for as a range (`mem by-git FILE:16-23`) and one at a
+    time: every line shows the same memories, landed the same way. The per-line answer is
+    the rule: line 18's text is also line 13, so it shows nothing either way."""
+    b1, b2, s = _squash(scene)
+    lines = range(16, 24)
+    ranged = _by_line(_range_by_cli(scene, 16, 23), lines)
+    service = scene.service()
+    single = {
+        n: {m["text"]: m.get("landed") for m in _evidence(scene.by_git(service, file=APP, line=n))}
+        for n in lines
+    }
+    assert ranged == single, (ranged, single)
+    totals = {"recorded_commit": b1, "landed_commit": s, "how": "squash"}
+    reports = {"recorded_commit": b2, "landed_commit": s, "how": "squash"}
+    assert single == {
+        16: {TOTALS: totals},
+        17: {TOTALS: totals},
+        18: {},
+        19: {REPORTS: reports},
+        20: {},
+        21: {TOTALS: totals},
+        22: {REPORTS: reports},
+        23: {REPORTS: reports},
+    }
+    # The service's own range answer agrees too.
+    assert _by_line(scene.by_git(scene.service(), file=APP, lines=[16, 23]), lines) == single
+
+
+def test_a_range_counts_the_places_its_other_lines_commits_recorded(scene: Scene) -> None:
+    """A text recorded by an abandoned branch O and by X (in the history; X's line later
+    deleted) is written again by S. Recorded at two places, S's line shows nothing: asked
+    for alone, and in a range that also holds a line of X (whose anchors still count)."""
+    repo = scene.repo
+    put(repo, APP, base("pl"))
+    initial = repo.commit("initial", "Initial app", CAROL)
+    text = "    let quota = tenant.quota_in(region);"
+    repo.git("checkout", "-q", "-b", "gone", initial)
+    insert(repo, APP, 15, [text])
+    repo.commit("O", "Quota per region", BOB)
+    scene.ingest([memory("Abandoned: quota per region.", at(APP, 16, 16))])
+    on_main(repo)
+    insert(repo, APP, 4, [text, "    enforce(quota)?;", "    log_quota(quota);"])
+    x = repo.commit("X", "Enforce quotas", ALICE)
+    scene.ingest([memory("Quotas are enforced.", at(APP, 5, 6))])
+    put(repo, APP, [line for line in repo.lines(APP) if line != text])
+    repo.commit("D", "Quota from the caller", BOB)
+    insert(repo, APP, 10, [text, "    meter(quota);"])
+    s = repo.commit("S", "Meter quotas", CAROL)
+
+    assert scene.lines_from(APP, x) == {5, 6}
+    assert scene.lines_from(APP, s) == {11, 12}
+    count = len(repo.lines(APP))
+    ranged = _by_line(_range_by_cli(scene, 1, count), range(1, count + 1))
+    service = scene.service()
+    single = {
+        n: {m["text"]: m.get("landed") for m in _evidence(scene.by_git(service, file=APP, line=n))}
+        for n in range(1, count + 1)
+    }
+    assert ranged == single, (ranged, single)
+    assert {n: set(texts) for n, texts in single.items() if texts} == {5: {"Quotas are enforced."}}
+
+
 # -- pending anchors --------------------------------------------------------------------------
 
 WORK = "src/engine.rs"

@@ -132,7 +132,8 @@ class LocatedLookups:
         covered = {n for hits in lines_of.values() for n in hits}
         missed = [(o, o.line, o.line) for o in origins if o.line not in covered]
         where = FileAt(project, repo_id, blamer, blame.path, blame.rev)
-        found = self.find_rewritten(where, missed)
+        # Each line as a lookup of that line alone answers it (see Rewrites.find).
+        found = self.find_rewritten(where, missed, alone=True)
         result = _with_rewritten(repo_id, matched, lines_of, found)
         return replace(result, truncated=page.after is not None)
 
@@ -165,11 +166,11 @@ class LocatedLookups:
         return _with_rewritten(repo_id, rows, lines_of, found, earlier, line)
 
     def find_rewritten(
-        self, where: FileAt, missed: Sequence[tuple[BlameLine, int, int]]
+        self, where: FileAt, missed: Sequence[tuple[BlameLine, int, int]], *, alone: bool = False
     ) -> list[Found]:
         """The evidence of rewritten commits whose change landed on lines with nothing
         anchored at their origin; ``missed``: (origin, line as the caller numbers it, line at
-        ``rev``)."""
+        ``rev``); ``alone``: each line as a lookup of it alone decides (see Rewrites.find)."""
         if not missed:
             return []
         blamer, rev = where.blamer, where.rev
@@ -181,7 +182,9 @@ class LocatedLookups:
             Miss(origin, line, by_line[at - 1] if 1 <= at <= len(by_line) else None)
             for origin, line, at in missed
         ]
-        return self._rewrites.find(where.project, where.repo_id, blamer.repo, rev, misses, counts)
+        return self._rewrites.find(
+            where.project, where.repo_id, blamer.repo, rev, misses, counts, alone=alone
+        )
 
     def _hashes_at(
         self, blamer: Blamer, rel: str, rev: CommitSha

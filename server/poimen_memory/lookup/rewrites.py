@@ -12,7 +12,9 @@ Precision comes first. An anchor of a commit O is shown on a line of S only when
   one it was renamed from), of a commit most of whose recorded lines S's change holds
   ("squash": a line copied elsewhere is not where the change landed);
 - or, next to such a line, it is the same anchor's next (or previous) line, with the same text
-  (a line too short to hash: with matched lines on both sides).
+  (a line too short to hash: with matched lines on both sides) -- in a lookup of a whole file
+  (code lens) only. A lookup of a range of lines decides each line alone, as a lookup of that
+  one line does, so that both show a line the same memories.
 
 A miss costs one indexed query (anchors by line-text hash); only
 when that finds candidates does git run: first to tell which candidate commits are still in
@@ -93,16 +95,21 @@ class Rewrites:
         head: CommitSha,
         misses: Sequence[Miss],
         file_counts: Counter[int | None],
+        *,
+        alone: bool = False,
     ) -> list[Found]:
         """What the rewritten commits say of ``misses``; ``file_counts`` counts the text
-        hashes of the file's lines at HEAD (text seen twice there is never matched on text)."""
+        hashes of the file's lines at HEAD (text seen twice there is never matched on text).
+        ``alone``: each line is decided as a lookup of that line alone decides it (no line
+        follows its matched neighbours, and the anchors of the other lines' landing commits
+        count as places a text was recorded at)."""
         hashes = {m.text_hash for m in misses if m.text_hash is not None}
         if not hashes:
             return []
         landing = list(dict.fromkeys(m.origin.commit for m in misses))
         paths = Counter(m.origin.orig_path for m in misses)
         candidates = self.store.rewrite_candidates(
-            project, repo_id, hashes, landing, paths.most_common(1)[0][0]
+            project, repo_id, hashes, [] if alone else landing, paths.most_common(1)[0][0]
         )
         if not candidates:
             return []
@@ -142,7 +149,8 @@ class Rewrites:
                     at[key] = hits
                 else:
                     rest[key] = miss
-            _extend(at, rest, change)
+            if not alone:
+                _extend(at, rest, change)
             for key, hits in at.items():
                 for candidate, how, _ in hits:
                     chosen[(candidate, Landed(candidate.commit, s, how))].append(shown_on[key])
@@ -274,7 +282,11 @@ def _match(
     # Inside a larger or edited change: text seen once in the change, once in the file, and
     # recorded at one place, in this file (or the one it was renamed from), by a commit most
     # of whose recorded lines the change holds (a line copied elsewhere is not its landing).
-    if h is None or recorded is None or len(recorded.get(h, ())) != 1:
+    if h is None or recorded is None:
+        return []
+    # The landing commit's own anchors are not places of another commit's text (a lookup
+    # of one line leaves them out; a lookup of a range, they are its other lines').
+    if sum(1 for place in recorded.get(h, ()) if place[0] != change.commit) != 1:
         return []
     if change.hash_count(h) != 1 or file_counts.get(h, 0) != 1:
         return []
