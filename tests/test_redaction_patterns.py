@@ -1,7 +1,9 @@
 """Each redaction pattern on its own: for every detector, a secret that it catches and no other
 detector does, replaced by exactly its ``[REDACTED:<kind>]`` marker; with that one detector
-left out, the secret stays. Through the public ``redact``/``Redactor`` and through
-``mem ingest``, after which the store holds no trace of any of them."""
+left out, the secret stays. Likewise for the variants a pattern names besides its first
+sample (GitHub's user-to-server and refresh tokens, ``passphrase`` keys, a password holding
+``&`` or ``;``). Through the public ``redact``/``Redactor`` and through ``mem ingest``, after
+which the store holds no trace of any of them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import psycopg
@@ -76,11 +80,28 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "assigned-secret": ('client_secret = "{}"', "9f8e7d6c5b4a3210fedcba98"),
 }  # fmt: skip
 KINDS = [d.kind for d in DETECTORS]
+# More of what a pattern covers, each caught by its own detector alone: name -> (kind, text
+# around the secret, the secret). Random and fake, put together from pieces as above.
+VARIANTS: dict[str, tuple[str, str, str]] = {
+    "github-user-to-server-token": ("github-token", "the app acted for the user with {} until noon",
+                                    "ghu_" + "E6CQCoYi791M3DZD10MFZlVpGOOhjasnr2FC"),
+    "github-refresh-token": ("github-token", "the app renewed its grant with {} at 14:00",
+                             "ghr_" + "ZgqiJrbMKqGgXG4LsM5jb4KMP33O3iPMPmTS"),
+    "passphrase-quoted": ("assigned-password", 'gpg_passphrase = "{}"', "Vq8!mZ2r k7Lp"),
+    # The whole value, "&" and what follows it included (it once kept "&3").
+    "passphrase-env-ampersand": ("assigned-password", "SSH_PASSPHRASE={}", "Tr0ub4dor&3"),
+    "passphrase-yaml-ampersand-semicolon": ("assigned-password", "ssh_passphrase: {}", "Wq7&zT3;kP9"),
+}  # fmt: skip
+# Every case: (kind, text around the secret, the secret), by name.
+CASES: dict[str, tuple[str, str, str]] = {
+    **{kind: (kind, *SAMPLES[kind]) for kind in KINDS},
+    **VARIANTS,
+}
 
 
-def sample(kind: str) -> tuple[str, str, str]:
-    """(text, secret, the text as redacted) of ``kind``'s sample."""
-    around, secret = SAMPLES[kind]
+def sample(name: str) -> tuple[str, str, str]:
+    """(text, secret, the text as redacted) of the case ``name`` (a kind: its sample)."""
+    kind, around, secret = CASES[name]
     return around.format(secret), secret, around.format(f"[REDACTED:{kind}]")
 
 
@@ -95,11 +116,13 @@ def all_but(kind: str) -> tuple[Detector, ...]:
 def test_every_detector_has_a_sample() -> None:
     assert sorted(SAMPLES) == sorted(KINDS)
     assert len(KINDS) == len(set(KINDS))
+    assert {kind for kind, _, _ in VARIANTS.values()} <= set(KINDS)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_each_sample_is_replaced_by_its_own_marker(kind: str) -> None:
-    text, secret, expected = sample(kind)
+@pytest.mark.parametrize("name", CASES)
+def test_each_sample_is_replaced_by_its_own_marker(name: str) -> None:
+    kind = CASES[name][0]
+    text, secret, expected = sample(name)
     assert redact(text) == expected
     assert secret not in redact(text)
     redactor = Redactor()
@@ -107,19 +130,20 @@ def test_each_sample_is_replaced_by_its_own_marker(kind: str) -> None:
     assert redactor.counts == {kind: 1}
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_each_sample_is_found_by_its_detector_and_by_no_other(kind: str) -> None:
-    text, secret, _ = sample(kind)
+@pytest.mark.parametrize("name", CASES)
+def test_each_sample_is_found_by_its_detector_and_by_no_other(name: str) -> None:
+    kind = CASES[name][0]
+    text, secret, _ = sample(name)
     [found] = find_secrets(text, (detector(kind),))
     assert (found.kind, text[found.start : found.end]) == (kind, secret)
     others = {d.kind: find_secrets(text, (d,)) for d in all_but(kind)}
     assert {k: f for k, f in others.items() if f} == {}
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_leaving_out_one_detector_leaves_its_sample_unredacted(kind: str) -> None:
-    text, _, _ = sample(kind)
-    redactor = Redactor(detectors=all_but(kind))
+@pytest.mark.parametrize("name", CASES)
+def test_leaving_out_one_detector_leaves_its_sample_unredacted(name: str) -> None:
+    text, _, _ = sample(name)
+    redactor = Redactor(detectors=all_but(CASES[name][0]))
     assert redactor(text) == text
     assert redactor.counts == {}
 
@@ -172,6 +196,58 @@ def test_a_key_read_as_another_keys_value_is_still_a_key(text: str, expected: st
     assert redact(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("SSH_PASSPHRASE=Tr0ub4dor&3", "SSH_PASSPHRASE=[REDACTED:assigned-password]"),
+        ("SSH_PASSPHRASE=Tr0ub4dor&3 ssh-add key", "SSH_PASSPHRASE=[REDACTED:assigned-password] ssh-add key"),
+        ("DB_PASSWORD=c0rrect;h0rse&x", "DB_PASSWORD=[REDACTED:assigned-password]"),
+        ("spring.datasource.password=ldv&39;DTV", "spring.datasource.password=[REDACTED:assigned-password]"),
+        # A quote ends the value, as it ends an unquoted one in a shell; a quoted value is whole.
+        ('SSH_PASSPHRASE="Tr0ub4dor&3 x;y"', 'SSH_PASSPHRASE="[REDACTED:assigned-password]"'),
+        ("echo 'PGPASSWORD=Tr0ub4dor&3' >> .env", "echo 'PGPASSWORD=[REDACTED:assigned-password]' >> .env"),
+        # The "&" or ";" that ends a statement is not the value's, nor the key that follows it.
+        ("export DB_PASSWORD=s3cr3t&9; make", "export DB_PASSWORD=[REDACTED:assigned-password]; make"),
+        ("/login?password=s3cr3t9&user=bob", "/login?password=[REDACTED:assigned-password]&user=bob"),
+        ("Server=db;Password=Xy9pQ2wL&7;Database=app",
+         "Server=db;Password=[REDACTED:assigned-password];Database=app"),
+        ("?password=s3cr3t1&password=0th&r2",
+         "?password=[REDACTED:assigned-password]&password=[REDACTED:assigned-password]"),
+        ("?access_token=ab12cd34ef56&state=xyz",
+         "?access_token=[REDACTED:assigned-secret]&state=xyz"),
+        # Code stays code.
+        ("password = pw;", "password = pw;"),
+        ("token = self.token;", "token = self.token;"),
+        ("url = f'?password={pw}&user={user}'", "url = f'?password={pw}&user={user}'"),
+    ],
+)  # fmt: skip
+def test_a_password_holding_ampersand_or_semicolon_is_redacted_whole(
+    text: str, expected: str
+) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected  # and redacting again changes nothing
+
+
+@pytest.mark.parametrize(
+    "unit", ["pass=a1&", "PASSWORD=x9&", "token=abc;", "password=&", "pass=a;DB_PASS=", ";&"]
+)
+def test_values_with_ampersands_and_semicolons_are_read_in_linear_time(unit: str) -> None:
+    text = (unit * (400_000 // len(unit) + 1))[:400_000]
+
+    def cpu(sample: str) -> float:
+        best = float("inf")
+        for _ in range(2):
+            start = time.process_time()
+            Redactor()(sample)
+            best = min(best, time.process_time() - start)
+        return best
+
+    whole, eighth = cpu(text), cpu(text[: len(text) // 8])
+    # 8 times the input, about 8 times the time (quadratic would be 64); tiny times are noise.
+    assert whole < 0.1 or whole < 20 * eighth, f"{unit}: {whole:.2f} s vs {eighth:.2f} s"
+    assert whole < 3.0, f"{unit}: {whole:.2f} s for 400 kB"
+
+
 # -- mem ingest: never stored ------------------------------------------------------------------
 
 
@@ -181,9 +257,9 @@ def test_mem_ingest_stores_every_sample_redacted(tmp_path: Path, store_dsn: str)
     repo.commit("initial", "Initial commit", CAROL)
     project = f"redact-{uuid.uuid4().hex[:8]}"
     rows = [
-        {"type": "node", "id": kind, "level": "L0", "query_id": f"q-{kind}",
-         "text": f"Evidence {n}: {sample(kind)[0]}", "created_at": "2026-08-20T07:00:00Z"}
-        for n, kind in enumerate(KINDS)
+        {"type": "node", "id": name, "level": "L0", "query_id": f"q-{name}",
+         "text": f"Evidence {n}: {sample(name)[0]}", "created_at": "2026-08-20T07:00:00Z"}
+        for n, name in enumerate(CASES)
     ]  # fmt: skip
     source = tmp_path / "secrets.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -196,7 +272,7 @@ def test_mem_ingest_stores_every_sample_redacted(tmp_path: Path, store_dsn: str)
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["redacted"] == dict.fromkeys(KINDS, 1)
+    assert json.loads(done.stdout)["redacted"] == Counter(kind for kind, _, _ in CASES.values())
     with psycopg.connect(store_dsn) as conn:
         stored = [
             text
@@ -204,7 +280,10 @@ def test_mem_ingest_stores_every_sample_redacted(tmp_path: Path, store_dsn: str)
                 "SELECT text FROM memory_node WHERE project = %s", (project,)
             ).fetchall()
         ]
-    assert sorted(stored) == sorted(f"Evidence {n}: {sample(k)[2]}" for n, k in enumerate(KINDS))
+    assert sorted(stored) == sorted(f"Evidence {n}: {sample(k)[2]}" for n, k in enumerate(CASES))
     everything = "\n".join(stored)
-    for kind in KINDS:
-        assert SAMPLES[kind][1] not in everything, kind
+    for name, (_, _, secret) in CASES.items():
+        assert secret not in everything, name
+    # Nothing of a password after its "&" or ";" either.
+    for piece in ("&3", "Tr0ub4dor", "&zT3", ";kP9", "Wq7"):
+        assert piece not in everything, piece

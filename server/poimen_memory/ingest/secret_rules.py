@@ -43,7 +43,9 @@ class Detector:
     text, or None when the candidate is no secret after all. A candidate turned down may
     have taken the start of another one (``secret: client_secret = "…"``: the second key
     read as the first one's value); ``resume``, when set, says where to search again then
-    (None: after the candidate, as for any other)."""
+    (None: after the candidate, as for any other). With ``resume`` set, a secret found short
+    of its candidate's end (a value that ran into the next key of a query string, ``…&key=``)
+    is searched on from its own end, so that next key is read as one."""
 
     kind: str
     pattern: _Pattern
@@ -59,6 +61,9 @@ class Detector:
                 span = self.locate(text, match)
                 if span is not None and span[0] < span[1]:
                     yield span
+                    if self.resume is not None and span[1] < match.span()[1]:
+                        pos = span[1]  # past the candidate's start: always moves on
+                        break
                 elif self.resume is not None:
                     again = self.resume(text, match)
                     if again is not None and again > match.span()[0]:
@@ -135,11 +140,14 @@ def _group(accept: Callable[[str], bool], groups: int = 1) -> Locate:
 
 # -- assignments: key = value -----------------------------------------------------------------
 
-_VALUE_CHAR = r"[^\s\"'`,;(){}\[\]<>|&\\=]"
+# A value runs to whitespace, a quote or the end; "&" and ";" are characters of a value
+# (Tr0ub4dor&3), and where one starts the next key of a query or connection string
+# (…&user=, …;Database=) the value is cut back to it (``_value_end``).
+_VALUE_CHAR = r"[^\s\"'`,(){}\[\]<>|\\=]"
 _QUOTED = r"[bBrRuUfF]{0,2}(?:\"(?:[^\"\\\n]|\\.)+\"|'(?:[^'\\\n]|\\.)+')"
 _KEY_QUOTED = r"[bBrRuUfF]{0,2}(?:\"(?:[^\"\\\s]|\\.){8,}\"|'(?:[^'\\\s]|\\.){8,}')"
 # A password: two characters or more, one of them no letter, "_" or "." (not a bare name).
-_NOT_NAME_CHAR = r"[^\s\"'`,;(){}\[\]<>|&\\=A-Za-z_.]"
+_NOT_NAME_CHAR = r"[^\s\"'`,(){}\[\]<>|\\=A-Za-z_.]"
 _LOGIN_RUN = rf"(?:[A-Za-z_.]+{_NOT_NAME_CHAR}|{_NOT_NAME_CHAR}{_VALUE_CHAR}){_VALUE_CHAR}*=*"
 _KEY_RUN = rf"{_VALUE_CHAR}{{8,}}=*"
 _LOGIN_NAMES = r"(?:[A-Za-z0-9_-]*(?:passw(?:or)?d|passphrase|[_-]p(?:ass|wd))|pass)"
@@ -156,6 +164,19 @@ _ASSIGNMENT = (
 _SEPARATOR = " \t:=>\"'"
 _IDENTIFIER = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]\w*)*")  # a dotted name: code, not a secret
 _NUMBER = re.compile(r"[+-]?[0-9][0-9.]*")
+_NEXT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*=+")
+
+
+def _value_end(text: str, start: int, end: int) -> int:
+    """Where an unquoted value that runs from ``start`` to ``end`` ends: before the next key
+    of a query or connection string it ran into (``…&user=``, ``…;Database=``; a value holds
+    no "=" but at its end), and before the "&" or ";" that ends it (``x; make``)."""
+    value = text[start:end]
+    if value.endswith("="):
+        cut = max(value.rfind("&"), value.rfind(";"))
+        if cut >= 0 and _NEXT_KEY.fullmatch(value, cut + 1):
+            value = value[:cut]
+    return start + len(value.rstrip("&;"))
 
 
 def _assignment(key: str, quoted: str, run: str) -> _Pattern:
@@ -173,6 +194,7 @@ def _assigned(password: bool) -> Locate:
         head_start, start = match.span(1)
         if head_start < 0:  # an upper-case KEY=value
             start = text.index("=", first) + 1
+            end = _value_end(text, start, end)
             return (start, end) if _real(text[start:end]) else None
         key = text[first:start].rstrip(_SEPARATOR)
         sep = text[first + len(key) : start]
@@ -191,6 +213,7 @@ def _assigned(password: bool) -> Locate:
             return None  # key:value with nothing between is a URL, a path or a role
         if text[end : end + 1] in ("(", "["):
             return None  # f(…), x[…]: code
+        end = _value_end(text, start, end)
         value = text[start:end]
         if _is_placeholder(value) or "://" in value:
             return None
