@@ -52,7 +52,7 @@ def _http_options(args: argparse.Namespace, settings: Settings) -> tuple[str, in
             f"--host: {host} is reachable from other machines; set --token or "
             "POIMEN_HTTP_TOKEN to require a bearer token"
         )
-    if settings.http_token_projects and token is not None:
+    if settings.http_token_projects:  # with or without a token: MCP never limits one
         where = settings.origin("http_token_projects") or "POIMEN_HTTP_TOKEN_PROJECTS"
         raise UsageError(
             f"{where}: limits the token to projects, which `mem mcp` does not do; "
