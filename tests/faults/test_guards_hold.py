@@ -334,7 +334,7 @@ def test_a_partial_clone_never_even_starts_a_lazy_fetch(faults: Faults, tmp_path
     repo = _partial_clone(tmp_path, "partial")
     remote = tmp_path / "not-a-bundle"
     with remote.open("wb") as sparse:
-        sparse.truncate(64 << 20)
+        sparse.truncate(1 << 30)  # sparse: it takes no room on disk
     repo.git("config", "remote.origin.url", str(remote))
     done, seconds = _by_git_in_a_session(faults, repo, {}, timeout=30)
     assert done is not None, f"mem by-git still running after {seconds:.0f} s: a fetch started"
