@@ -7,19 +7,28 @@ rewrites, optionally an ignore-revs file and the indent heuristic off. Then, for
 commit and every checkpoint the product would find, the blame computed from the checkpoint
 must equal ``git blame --porcelain`` at that commit: per line the commit, the original path
 and the original line.
+
+Two shapes are in every example, because random steps reach them too seldom: a file renamed
+with edits and renamed back with edits (the walk from a checkpoint crosses both renames, and
+each is blamed by diffing the old blob against the new), and a merge of two branches that
+changed the same lines, often identically (such a line is unchanged against both parents:
+git gives it to the first). The test counts how often git's own blame shows each shape.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
+from poimen_memory.cli import main
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio import GitRepo
 from poimen_memory.gitio.incremental import Unsupported, blame_from, checkpoint_candidates
@@ -34,6 +43,12 @@ class History:
     clock: int = 1_700_000_000
     commits: list[str] = field(default_factory=list)
     trees: list[dict[str, bytes]] = field(default_factory=list)
+    # The targeted shapes as built, by commit index: (parent, commit, old path, new path)
+    # a rename with edits; (M, first, start, count): lines start..start+count-1 (0-based)
+    # of the merge M (whose file is neither parent's) are the same edit made on both
+    # parents (first, first + 1).
+    renames: list[tuple[int, int, str, str]] = field(default_factory=list)
+    both: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     def git(self, *args: str, stdin: bytes | None = None) -> str:
         env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -112,6 +127,59 @@ step = st.one_of(
     st.tuples(st.just("other"), st.integers(0, 3), st.just(None)),
 )
 
+# Edits small enough that git's rename detection (50% similar) still pairs the paths.
+EDIT_WORDS = [*WORDS, "moved", "edited here"]
+small_edit = st.tuples(
+    st.sampled_from(["insert", "replace", "replace", "delete"]),
+    st.integers(0, 40),
+    st.integers(1, 2),
+    st.lists(st.sampled_from(EDIT_WORDS), min_size=1, max_size=2),
+)
+rename_with_edits = st.tuples(
+    st.just("rename-edit"),
+    st.integers(0, 2),
+    st.tuples(st.sampled_from(PATHS[1:]), small_edit, small_edit),
+)
+
+
+# Both parents replace the same lines (at, count) with the same words, followed by each
+# side's own (ours, theirs: maybe none); the merge keeps the shared edit and ours, theirs,
+# both or new words; each side may also change a line of its own elsewhere.
+class Both(NamedTuple):
+    at: int
+    count: int
+    same: list[str]
+    ours: list[str]
+    theirs: list[str]
+    keep: str
+    extra: tuple[bool, bool]
+
+
+SIDE_WORDS = ["both 1", "both 2", "}", "", "a", "x = 1"]
+both_sides_merge = st.tuples(
+    st.just("both"),
+    st.integers(0, 3),
+    st.builds(
+        Both,
+        at=st.integers(0, 40),
+        count=st.integers(0, 2),
+        same=st.lists(st.sampled_from(SIDE_WORDS), min_size=1, max_size=3),
+        ours=st.lists(st.sampled_from(SIDE_WORDS), max_size=2),
+        theirs=st.lists(st.sampled_from(SIDE_WORDS), max_size=2),
+        keep=st.sampled_from(["ours", "theirs", "both", "new"]),
+        extra=st.sampled_from([(True, True), (True, True), (True, False), (False, True)]),
+    ),
+)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[tuple[str, int, object]]:
+    """Random steps with one rename-with-edits and one both-sides merge among them."""
+    steps: list[tuple[str, int, object]] = draw(st.lists(step, min_size=2, max_size=7))
+    for special in (draw(rename_with_edits), draw(both_sides_merge)):
+        steps.insert(draw(st.integers(0, len(steps))), special)
+    return steps
+
 
 def _file(files: dict[str, bytes]) -> str | None:
     return next((p for p in PATHS if p in files), None)
@@ -157,8 +225,85 @@ def build(root: Path, steps: list[tuple[str, int, object]]) -> History:
         elif kind == "other":
             files["other"] = files["other"] + b"1\n"
             h.commit(files, [base])
+        elif kind == "rename-edit":
+            assert isinstance(arg, tuple)
+            _rename_there_and_back(h, base, path or "f.txt", arg)
+        elif kind == "both":
+            assert isinstance(arg, Both)
+            _both_sides(h, base, path or "f.txt", arg)
     h.git("update-ref", "HEAD", h.commits[-1])
     return h
+
+
+def _rename_there_and_back(h: History, base: int, path: str, arg: tuple[object, ...]) -> None:
+    """X renames ``path`` with an edit, Y renames it back with another (a file too small for
+    rename detection to pair its paths, or a deleted one, is first grown)."""
+    to, there, back = arg
+    assert isinstance(to, str)
+    assert isinstance(there, tuple)
+    assert isinstance(back, tuple)
+    if to == path:
+        to = PATHS[0]
+    files = dict(h.trees[base])
+    data = files.get(path, b"")
+    if len(_lines(data)) < 6:
+        eol = b"\r\n" if data.endswith(b"\r\n") else b"\n"
+        grown = data.rstrip(b"\r\n") + eol if data.strip() else b""
+        files[path] = grown + b"".join(w.encode() + eol for w in WORDS)
+        h.commit(files, [base])
+        base = len(h.commits) - 1
+    files = dict(files)
+    files[to] = _mutate(files.pop(path), there)
+    h.commit(files, [base])
+    h.renames.append((base, len(h.commits) - 1, path, to))
+    files = dict(files)
+    files[path] = _mutate(files.pop(to), back)
+    h.commit(files, [len(h.commits) - 1])
+    h.renames.append((len(h.commits) - 2, len(h.commits) - 1, to, path))
+
+
+def _both_sides(h: History, base: int, path: str, arg: Both) -> None:
+    """Two commits on ``base`` replace the same lines; their merge keeps some of it."""
+    files = dict(h.trees[base])
+    data = files.get(path, b"".join(w.encode() + b"\n" for w in WORDS))
+    eol = b"\r\n" if data.endswith(b"\r\n") else b"\n"
+    lines = [x.rstrip(b"\r\n") + eol for x in _lines(data)]
+    at = arg.at % (len(lines) + 1)
+    head, tail = lines[:at], lines[at + arg.count :]
+    same, ours, theirs = ([w.encode() + eol for w in ws] for ws in (arg.same, arg.ours, arg.theirs))
+    top = [b"first side" + eol] if arg.extra[0] else []
+    bottom = [b"second side" + eol] if arg.extra[1] else []
+    left = b"".join(top + head + same + ours + tail)
+    right = b"".join(head + same + theirs + tail + bottom)
+    h.commit({**files, path: left}, [base])
+    h.commit({**files, path: right}, [base])
+    keep = {"ours": ours, "theirs": theirs, "both": ours + theirs, "new": [b"resolved" + eol]}
+    merged = b"".join(top + head + same + keep[arg.keep] + tail + bottom)
+    first = len(h.commits) - 2
+    h.commit({**files, path: merged}, [first, first + 1])
+    if merged not in (left, right):
+        h.both.append((len(h.commits) - 1, first, len(top) + at, len(same)))
+
+
+def shapes_seen(h: History) -> set[str]:
+    """Which targeted shapes git blame itself shows in ``h``: a rename with edits (the file
+    changed, yet lines older than the commit that renamed it); a merge (its file neither
+    parent's) with a line both parents changed alike, given to the first."""
+    repo = GitRepo.discover(h.root)
+    seen: set[str] = set()
+    for parent, commit, old, new in h.renames:
+        if h.trees[parent][old] == h.trees[commit][new]:
+            continue
+        lines = repo.blame(new, CommitSha(h.commits[commit])).lines
+        if any(x.commit.value != h.commits[commit] for x in lines):
+            seen.add("rename with edits")
+    for merge, first, start, count in h.both:
+        path = _file(h.trees[merge])
+        assert path is not None
+        lines = repo.blame(path, CommitSha(h.commits[merge])).lines[start : start + count]
+        if any(x.commit.value == h.commits[first] for x in lines):
+            seen.add("same lines changed on both parents")
+    return seen
 
 
 def check_all(h: History, *, ignoring: bool) -> tuple[int, int]:
@@ -200,7 +345,12 @@ def check_all(h: History, *, ignoring: bool) -> tuple[int, int]:
     return compared, unsupported
 
 
-TOTAL = {"compared": 0}
+TOTAL = {
+    "compared": 0,
+    "examples": 0,
+    "rename with edits": 0,
+    "same lines changed on both parents": 0,
+}
 
 
 @settings(
@@ -209,7 +359,7 @@ TOTAL = {"compared": 0}
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    steps=st.lists(step, min_size=3, max_size=10),
+    steps=histories(),
     ignore=st.lists(st.integers(0, 20), max_size=2),
     indent_heuristic=st.booleans(),
 )
@@ -228,11 +378,18 @@ def test_incremental_blame_equals_git_blame(
         (h.root / ".git-blame-ignore-revs").write_text("".join(f"{s}\n" for s in ignored))
     compared, _ = check_all(h, ignoring=bool(ignored))
     TOTAL["compared"] += compared
+    TOTAL["examples"] += 1
+    for shape in shapes_seen(h):
+        event(shape)
+        TOTAL[shape] += 1
 
 
 def test_generated_histories_were_really_compared() -> None:
-    # Runs after the property test (file order): the comparisons must have happened.
+    # Runs after the property test (file order): the comparisons must have happened, and
+    # most examples held each targeted shape as git blame itself shows it.
     assert TOTAL["compared"] >= 50, TOTAL
+    for shape in ("rename with edits", "same lines changed on both parents"):
+        assert TOTAL[shape] * 3 >= TOTAL["examples"], TOTAL
 
 
 def test_criss_cross_merges_and_renames(tmp_path: Path) -> None:
@@ -315,3 +472,139 @@ def test_a_parent_with_the_very_same_blob_takes_every_line(tmp_path: Path) -> No
         checkpoint = repo.blame("f.txt", CommitSha(h.commits[start]))
         got = blame_from(repo, checkpoint, CommitSha(h.commits[4]), "f.txt")
         assert got.lines == truth.lines, start
+
+
+def _mem_blame(
+    capsys: pytest.CaptureFixture[str], root: Path, path: str, at: str
+) -> dict[str, object]:
+    """``mem blame --json --verify`` at ``at``: what a user sees, checked by git itself."""
+    code = main(["blame", path, "--repo", str(root), "--at", at, "--json", "--verify"])
+    body = json.loads(capsys.readouterr().out)
+    assert code == 0, body
+    assert isinstance(body, dict)
+    return body
+
+
+def _origins(body: dict[str, object]) -> list[tuple[str, str, int]]:
+    lines = body["lines"]
+    assert isinstance(lines, list)
+    return [(x["commit"], x["orig_path"], x["orig_line"]) for x in lines]
+
+
+def _git_blame(h: History, path: str, at: str) -> list[tuple[str, str, int]]:
+    repo = GitRepo.discover(h.root)
+    return [
+        (x.commit.value, x.orig_path, x.orig_line) for x in repo.blame(path, CommitSha(at)).lines
+    ]
+
+
+@pytest.fixture
+def no_shared_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POIMEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("POIMEN_DSN", raising=False)
+
+
+@pytest.mark.usefixtures("no_shared_cache")
+def test_a_line_both_parents_changed_goes_to_the_first_parent_as_git_gives_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two branches fix line 5 the same way, and change lines 9 and 11 differently; each
+    also changes a line of its own, so the merge's file is neither parent's. git blame gives
+    the line both parents have to the first parent (the other merge order: the other
+    branch), the conflict resolved as the second side's to that side, a new resolution to
+    the merge; the blame from a cached checkpoint, as ``mem blame`` shows it, is the same."""
+    h = History(tmp_path / "repo")
+    h.root.mkdir()
+    h.git("init", "-q")
+    text = [f"line {i}\n".encode() for i in range(1, 13)]
+
+    def file(*, top: bool, bottom: bool, five: str, nine: str, eleven: str) -> bytes:
+        lines = list(text)
+        lines[4], lines[8], lines[10] = (f"{x}\n".encode() for x in (five, nine, eleven))
+        return b"".join([b"first side\n"] * top + lines + [b"second side\n"] * bottom)
+
+    h.commit({"f.txt": b"".join(text)}, [])  # 0
+    left = file(top=True, bottom=False, five="fixed", nine="left 9", eleven="left 11")
+    right = file(top=False, bottom=True, five="fixed", nine="right 9", eleven="right 11")
+    merged = file(top=True, bottom=True, five="fixed", nine="right 9", eleven="merged 11")
+    h.commit({"f.txt": left}, [0])  # 1
+    h.commit({"f.txt": right}, [0])  # 2
+    h.commit({"f.txt": merged}, [1, 2])  # 3: left first
+    h.commit({"f.txt": merged}, [2, 1])  # 4: right first
+    h.git("update-ref", "HEAD", h.commits[3])
+    c = h.commits
+    for merge, first, second in ((3, 1, 2), (4, 2, 1)):
+        truth = _git_blame(h, "f.txt", c[merge])
+        # git's answer, stated here: line 6, "fixed" on both sides, is the first parent's
+        # (its line 6 on the left, below the left's own top line; 5 on the right).
+        assert truth[5] == (c[first], "f.txt", 6 if first == 1 else 5)
+        assert truth[9][0] == c[2]  # "right 9": the side that wrote it
+        assert truth[11] == (c[merge], "f.txt", 12)  # "merged 11": the merge's own
+        assert truth[0][0] == c[1]
+        assert truth[-1][0] == c[2]
+        repo = GitRepo.discover(h.root)
+        for checkpoint in (0, 1, 2):
+            cached = repo.blame("f.txt", CommitSha(c[checkpoint]))
+            got = blame_from(repo, cached, CommitSha(c[merge]), "f.txt")
+            have = [(x.commit.value, x.orig_path, x.orig_line) for x in got.lines]
+            assert have == truth, (merge, checkpoint)
+        # What a user sees: a side's blame cached, then the merge's from a cached one.
+        _mem_blame(capsys, h.root, "f.txt", c[second])
+        body = _mem_blame(capsys, h.root, "f.txt", c[merge])
+        assert body["source"] == "incremental"
+        assert body["verified"] is True
+        assert _origins(body) == truth
+
+
+@pytest.mark.usefixtures("no_shared_cache")
+def test_lines_kept_across_a_rename_with_edits_keep_their_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """f.txt is renamed to g.txt with edits, then back with edits. git blame, diffing each
+    renamed-from blob against the new one: the lines kept across both renames keep their
+    commits and original lines (numbers shifted by an insertion); an edited line is the
+    commit that renamed it (its path that commit's). The blame from a checkpoint before the
+    renames, as ``mem blame`` shows it, is the same."""
+    h = History(tmp_path / "repo")
+    h.root.mkdir()
+    h.git("init", "-q")
+    lines = [f"line {i}\n".encode() for i in range(1, 13)]
+    h.commit({"f.txt": b"".join(lines)}, [])  # 0
+    lines[1] = b"line 2, edited\n"
+    h.commit({"f.txt": b"".join(lines)}, [0])  # 1
+    there = list(lines)
+    there[6] = b"line 7, edited in the move\n"
+    there[10:10] = [b"new in the move\n"]
+    h.commit({"g.txt": b"".join(there)}, [1])  # 2: f.txt -> g.txt
+    back = list(there)
+    back[3] = b"line 4, edited moving back\n"
+    del back[0]
+    h.commit({"f.txt": b"".join(back)}, [2])  # 3: g.txt -> f.txt
+    h.git("update-ref", "HEAD", h.commits[3])
+    c = h.commits
+    truth = _git_blame(h, "f.txt", c[3])
+    want = [
+        (c[1], "f.txt", 2),
+        (c[0], "f.txt", 3),
+        (c[3], "f.txt", 3),  # line 4, edited moving back
+        (c[0], "f.txt", 5),
+        (c[0], "f.txt", 6),
+        (c[2], "g.txt", 7),  # line 7, edited in the move
+        (c[0], "f.txt", 8),
+        (c[0], "f.txt", 9),
+        (c[0], "f.txt", 10),
+        (c[2], "g.txt", 11),  # new in the move
+        (c[0], "f.txt", 11),
+        (c[0], "f.txt", 12),
+    ]
+    assert truth == want
+    repo = GitRepo.discover(h.root)
+    for checkpoint in (0, 1):
+        cached = repo.blame("f.txt", CommitSha(c[checkpoint]))
+        got = blame_from(repo, cached, CommitSha(c[3]), "f.txt")
+        assert [(x.commit.value, x.orig_path, x.orig_line) for x in got.lines] == want
+    _mem_blame(capsys, h.root, "f.txt", c[1])
+    body = _mem_blame(capsys, h.root, "f.txt", c[3])
+    assert body["source"] == "incremental"
+    assert body["verified"] is True
+    assert _origins(body) == want
