@@ -10,6 +10,7 @@ tests start run the broken code too), and the file is restored.
     python -m mutation                 # every entry
     python -m mutation --only cursor   # entries whose rule or file contains "cursor"
     python -m mutation --json          # the results as JSON
+    python -m mutation --mutmut        # mutmut's mutants of mutation/mutmut.toml's modules
 
 Exit status: 0 when every break was caught, 1 when one survived or an entry is stale, 2 for a
 usage error or tests that fail unbroken.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +29,8 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from mutation.scratch import scratch_copy
+
 BREAKS = Path(__file__).resolve().parent / "breaks.toml"
 
 
@@ -57,21 +58,6 @@ def load(path: Path = BREAKS) -> list[Break]:
         Break(b["rule"], b["file"], b["find"], b["replace"], tuple(b["tests"]))
         for b in data["break"]
     ]
-
-
-def scratch_copy(into: Path) -> Path:
-    """The tracked files of the tree as they are now (uncommitted changes too)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, listed):
-        source = ROOT / os.fsdecode(name)
-        if not source.is_file():
-            continue
-        target = into / os.fsdecode(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
-    return into
 
 
 def run_tests(copy: Path, tests: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
@@ -119,7 +105,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="entries whose rule or file contains this text")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--breaks", type=Path, default=BREAKS, help="the list of breaks")
+    parser.add_argument(
+        "--mutmut", action="store_true", help="run mutmut on mutation/mutmut.toml's modules"
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "poimen-mutmut",
+        help="with --mutmut: where its scratch copies go (kept, for `mutmut browse`)",
+    )
+    parser.add_argument("--children", type=int, default=1, help="with --mutmut: processes")
     args = parser.parse_args(argv)
+    if args.mutmut:
+        return _mutmut(args)
     entries = [
         e for e in load(args.breaks) if not args.only or args.only in e.rule or args.only in e.file
     ]
@@ -148,6 +146,30 @@ def main(argv: list[str] | None = None) -> int:
             if o.status != "caught":
                 print(f"  {o.status}: {o.rule} ({o.file}): {o.detail}")
     return 0 if caught == len(outcomes) else 1
+
+
+def _mutmut(args: argparse.Namespace) -> int:
+    from mutation.mutmut_run import run_target, targets
+
+    tallies = []
+    for target in targets():
+        if args.only and args.only not in target.module:
+            continue
+        work = args.work / Path(target.module).stem
+        tally = run_target(work, target, args.children)
+        tallies.append(tally)
+        if not args.json:
+            print(
+                f"{tally.module}: {tally.mutants} mutants, {tally.killed} killed, "
+                f"{tally.survived} survived, {tally.no_tests} without a test that runs them, "
+                f"{tally.timeout} timed out ({work})",
+                flush=True,
+            )
+            for name in tally.survivors:
+                print(f"  survived: {name}")
+    if args.json:
+        print(json.dumps([asdict(t) for t in tallies], indent=2))
+    return 0 if all(t.survived == 0 for t in tallies) else 1
 
 
 if __name__ == "__main__":
