@@ -7,7 +7,8 @@ rule is broken.
   ever). Paging by commit likewise, with two memories on one line (keys that differ only in
   the node).
 - A Claude Code edit whose text HEAD holds twice is left unanchored (counted so), never put
-  on the first copy.
+  on the first copy; so is one whose added lines HEAD holds twice when its text is not whole
+  at HEAD any more.
 - Lines older than an edit are not the edit's: an edit that put back a line of the first
   commit is not anchored there.
 """
@@ -274,6 +275,31 @@ def test_an_edit_whose_text_head_holds_twice_is_left_unanchored(work: Work) -> N
     assert work.by_git_cli(f"app.py:{copies[0][0]}-{copies[1][-1]}")["nodes"] == []
     # The summary says so: a memory, with an edit left unanchored.
     assert summary["nodes"]["L0"] >= 1
+    assert (summary["anchors"], summary["unanchored_edits"], summary["pending_edits"]) == (0, 1, 0)
+
+
+def test_an_edit_whose_added_lines_head_holds_twice_is_left_unanchored_and_counted(
+    work: Work,
+) -> None:
+    # The human changed a line around the edit before committing, so HEAD no longer holds the
+    # edit's text whole; its added lines are looked for alone, and HEAD holds them twice.
+    repo = work.repo
+    repo.write("app.py", APP)
+    repo.commit("initial", "Initial", CAROL)
+    session = work.session(start=repo.clock + 600)
+    session.prompt("Retry a failed send with backoff.")
+    session.edit("app.py", "# app line 10\n", "# app line 10\n" + RETRY_LOOP)
+    session.say("Failed sends are retried with exponential backoff.")
+    text = (repo.root / "app.py").read_text().replace("# app line 9\n", "# app line nine\n")
+    repo.write("app.py", text + RETRY_LOOP)
+    repo.commit("human", "Retry failed sends, twice", ("Human", "human@example.com"))
+    head = repo.git("show", "HEAD:app.py").splitlines()
+    assert [head[n - 1] for n in (11, 25)] == [RETRY_LOOP.splitlines()[0]] * 2
+
+    summary = work.ingest(session)
+    shown = work.hover("app.py")
+    assert {n: t for n, t in shown.items() if t} == {}
+    # Not placed and not waiting for a commit: the summary counts it left unanchored.
     assert (summary["anchors"], summary["unanchored_edits"], summary["pending_edits"]) == (0, 1, 0)
 
 

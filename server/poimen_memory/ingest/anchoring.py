@@ -304,11 +304,14 @@ def _locate_edit(
         positions = [at + offset for offset in offsets]
     else:
         waiting = []
+        twice = False
         for block in blocks:
             found = _line_of(text, "\n".join(block)) if _proves(block) else None
             if found is None:
                 waiting.append(block)
-            elif found != _AMBIGUOUS:
+            elif found == _AMBIGUOUS:
+                twice = True
+            else:
                 positions.extend(range(found, found + len(block)))
         if waiting:
             blocks_text = "\n".join("\n".join(b) for b in waiting)
@@ -316,6 +319,8 @@ def _locate_edit(
                 TextAtHead(request.file, blocks_text, request.not_before, tuple(waiting))
             )
         if not positions:
+            if twice and not waiting:
+                git.unlocated += 1  # HEAD holds what it added twice: left unanchored, counted
             return []
     try:
         blame = blame_of(request.file)
