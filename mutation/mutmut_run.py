@@ -38,7 +38,7 @@ class Target:
         for function in self.functions:
             cls, _, name = function.rpartition(".")
             mangled = f"x\u01c1{cls}\u01c1{name}" if cls else f"x_{name}"
-            names.append(f"src.{dotted}.{mangled}__mutmut_*")
+            names.append(f"{dotted}.{mangled}__mutmut_*")
         return names
 
 
