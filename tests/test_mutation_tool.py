@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mutation.__main__ import ROOT, Break, check, load
+from mutation.__main__ import Break, check, load
+from mutation.scratch import ROOT
 
 
 def _project(tmp_path: Path) -> Path:
