@@ -217,7 +217,8 @@ def test_exit_ends_the_process_even_with_a_thread_stuck_for_good(
     (site / "sitecustomize.py").write_text(STUCK_THREAD)
     fifo = tmp_path / "nobody-writes"
     os.mkfifo(fifo)
-    env = {**faults.env, "PYTHONPATH": str(site), "STUCK_FIFO": str(fifo)}
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    env = {**faults.env, "PYTHONPATH": path, "STUCK_FIFO": str(fifo)}
     env["POIMEN_CACHE_DIR"] = str(tmp_path / "cache")
     client = LspClient(
         [sys.executable, "-m", "poimen_memory.cli", "lsp"], env, faults.kong.root, tmp_path / "log"
