@@ -75,6 +75,9 @@ def _config(target: Target, children: int) -> str:
         f"pytest_add_cli_args_test_selection = [{tests}]\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n'
         f"max_children = {children}\n"
+        # The tests start servers and git processes; a fork server keeps their exits away from
+        # the waits of mutmut's own process (with plain forks it reaps them and stops).
+        'process_isolation = "forkserver"\n'
     )
 
 

@@ -1,5 +1,5 @@
-"""`mem http` subprocesses for tests: started on a free port, waited for until they answer,
-stopped afterwards; and a port that never answers."""
+"""`mem http` and `mem mcp --http` subprocesses for tests: started on a free port, waited for
+until they answer, stopped afterwards; and a port that never answers."""
 
 from __future__ import annotations
 
@@ -56,6 +56,36 @@ def mem_http(
     try:
         wait_until_healthy(base, server, log)
         yield base
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@contextmanager
+def mem_mcp_http(args: Sequence[str], env: Mapping[str, str], log_dir: Path) -> Iterator[str]:
+    """`mem mcp --http ARGS` on a free loopback port, its stderr in ``log_dir``: its MCP
+    endpoint's URL once it answers; stopped when the block ends."""
+    port = free_port()
+    log = log_dir / f"mcp-http-{port}.log"
+    with log.open("wb") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "poimen_memory.cli", "mcp", "--http", "--port", str(port),
+             *args],
+            env=dict(env), cwd=log_dir, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"mem mcp --http did not start: {log.read_text()}")
+            time.sleep(0.1)
+        yield url
     finally:
         server.terminate()
         server.wait(10)

@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -48,6 +47,7 @@ from poimen_memory.store import Store
 
 from .gitrepo import FixtureRepo, kong_repo
 from .lsp.conftest import MEMORIES
+from .serving import mem_mcp_http
 
 REPO = "github.com/org/poimen"
 TOKEN = "mcp-t0ken-for-tests"
@@ -373,39 +373,11 @@ def test_stdout_carries_protocol_only(world: World) -> None:
 # -- streamable HTTP --------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serving_http(world: World, *args: str) -> Iterator[str]:
     """`mem mcp --http` on a free loopback port; yields the MCP endpoint's URL."""
-    port = _free_port()
-    log = world.root / f"mcp-http-{port}.log"
-    with log.open("wb") as err:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "poimen_memory.cli", "mcp", "--http", "--port", str(port),
-             *world.serve_args(), *args],
-            env=world.env, stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"mem mcp --http did not start: {log.read_text()}")
-            time.sleep(0.1)
+    with mem_mcp_http([*world.serve_args(), *args], world.env, world.root) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 async def test_http_serves_the_tools_to_the_token_only(world: World) -> None:

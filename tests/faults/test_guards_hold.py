@@ -24,7 +24,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from ..gitrepo import ALICE, FixtureRepo, kong_repo
-from ..serving import free_port, mem_http
+from ..serving import free_port, mem_http, mem_mcp_http
 from .conftest import PROJECT, Faults
 
 TOKEN = "t0ken-for-guard-tests"
@@ -181,30 +181,9 @@ def test_a_token_limited_to_projects_never_reaches_the_servers_default_project(
 @contextmanager
 def _mcp_http(faults: Faults, *args: str) -> Iterator[str]:
     """``mem mcp --http`` on a free loopback port; yields its MCP endpoint's URL."""
-    port = free_port()
-    log = faults.root / f"mcp-http-{port}.log"
-    with log.open("wb") as err:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "poimen_memory.cli", "mcp", "--http", "--port", str(port),
-             "--repo", str(faults.kong.root), "--project", PROJECT, *args],
-            env=faults.env, cwd=faults.root, stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"mem mcp --http did not start: {log.read_text()}")
-            time.sleep(0.1)
+    argv = ["--repo", str(faults.kong.root), "--project", PROJECT, *args]
+    with mem_mcp_http(argv, faults.env, faults.root) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 INITIALIZE = {
