@@ -6,6 +6,8 @@ asserts the code lenses a user sees for the file.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from poimen_memory.lookup import DocumentRequest
@@ -71,6 +73,12 @@ def _lenses(scene: Scene, commit: str) -> set[int]:
     }
 
 
+def _hover(scene: Scene, line: int) -> list[dict[str, Any]]:
+    """The L0 nodes a hover of ``line`` shows."""
+    body = scene.by_git(scene.service(), file=APP, line=line)
+    return [n for n in body["nodes"] if n["level"] == "L0"]
+
+
 def test_lines_next_to_a_squashed_line_show_its_memory_in_both_directions(scene: Scene) -> None:
     """B's middle line is matched on its text; the lines above and below it carry text seen
     twice in the file, so they show the memory only as that anchor's previous and next
@@ -115,10 +123,13 @@ def test_a_bounded_candidate_read_matches_no_text(
 def test_a_cherry_picked_anchor_shows_on_its_own_lines_only(scene: Scene) -> None:
     """The anchor starts at B's second added line; its text repeats the line above it, and a
     short line follows it: a cherry-pick (same change) shows it on exactly its three lines,
-    neither on the same text just above nor on the short line below."""
+    neither on the same text just above nor on the short line below; a hover of
+    its first line, text seen three times, shows it as the same change."""
     a, c = "    let a = repeat_me(1);", "    let c = closing_step(2);"
     b, _ = _rewritten(scene, [a, a, a, c, "    }"], 8, 10, squash=False)
     assert _lenses(scene, b) == {9, 10, 11}
+    hovered = _hover(scene, 10)  # text seen three times: only its place in B tells it
+    assert [n["landed"]["how"] for n in hovered] == ["same-change"], hovered
 
 
 def test_a_cherry_picked_anchor_from_the_first_added_line_stops_at_its_end(
