@@ -140,3 +140,33 @@ def test_a_cherry_picked_anchor_from_the_first_added_line_stops_at_its_end(
     d = "    let d = twice_said(2);"
     b, _ = _rewritten(scene, ["    let b = first_of_two(1);", d, d], 7, 8, squash=False)
     assert _lenses(scene, b) == {8, 9}
+
+
+def test_overlapping_anchors_of_one_commit_record_a_shared_line_at_one_place(
+    scene: Scene,
+) -> None:
+    """Two memories of B anchor overlapping lines: the line both hold was recorded at one
+    place (B's line 8), so a hover of it, squashed, shows both memories."""
+    added = [
+        "    let r1 = alpha_one(1);",
+        "    let r2 = beta_two(2);",
+        "    let r3 = gamma_three(3);",
+        "    let r4 = delta_four(4);",
+    ]
+    repo = scene.repo
+    put(repo, APP, base("ov"))
+    repo.commit("initial", "Initial app", CAROL)
+    repo.git("checkout", "-q", "-b", "feature")
+    insert(repo, APP, 6, added)
+    repo.commit("B", "The branch's change", ALICE)
+    scene.ingest([memory("First of two.", at(APP, 7, 9)), memory("Second of two.", at(APP, 8, 10))])
+    insert(repo, APP, len(repo.lines(APP)), ["    let tail_ov = finish(0);"])
+    repo.commit("B2", "More of the branch", ALICE)
+    on_main(repo)
+    insert(repo, APP, 0, ["// app"])
+    repo.commit("main", "A header", BOB)
+    repo.git("merge", "--squash", "feature")
+    repo.commit("S", "The branch (#1)", BOB)
+    repo.git("branch", "-D", "feature")
+    forget_unreachable(repo)
+    assert sorted(n["text"] for n in _hover(scene, 9)) == ["First of two.", "Second of two."]
