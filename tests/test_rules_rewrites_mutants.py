@@ -170,3 +170,13 @@ def test_overlapping_anchors_of_one_commit_record_a_shared_line_at_one_place(
     repo.git("branch", "-D", "feature")
     forget_unreachable(repo)
     assert sorted(n["text"] for n in _hover(scene, 9)) == ["First of two.", "Second of two."]
+
+
+def test_a_short_line_between_two_squashed_lines_of_one_anchor_shows_its_memory(
+    scene: Scene,
+) -> None:
+    """A ``}`` between two matched lines of the same anchor, which holds it there, shows the
+    memory in the lens (matched neighbours on both sides)."""
+    added = ["    let m1 = alpha_m(1);", "    }", "    let m2 = beta_m(2);"]
+    b, _ = _rewritten(scene, added, 7, 9)
+    assert _lenses(scene, b) == {8, 9, 10}
