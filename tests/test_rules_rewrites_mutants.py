@@ -180,3 +180,14 @@ def test_a_short_line_between_two_squashed_lines_of_one_anchor_shows_its_memory(
     added = ["    let m1 = alpha_m(1);", "    }", "    let m2 = beta_m(2);"]
     b, _ = _rewritten(scene, added, 7, 9)
     assert _lenses(scene, b) == {8, 9, 10}
+
+
+def test_lines_follow_matched_neighbours_up_a_chain(scene: Scene) -> None:
+    """Only B's last line is matched on its text; the two above it repeat text of the file:
+    the lens follows the anchor upwards line by line, to its first line."""
+    initial = base("mu")
+    initial[1] = "    let x = chain_one(1);"
+    initial[2] = "    let z = chain_two(2);"
+    added = ["    let x = chain_one(1);", "    let z = chain_two(2);", "    let y = chain_end(3);"]
+    b, _ = _rewritten(scene, added, 7, 9, initial=initial)
+    assert _lenses(scene, b) == {8, 9, 10}
