@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from poimen_memory.settings import load_settings
 from poimen_memory.store import connect
 from poimen_memory.store.connection import describe_target
 
-from .serving import silent_port
+from .serving import free_port, silent_port
 
 FLAG = "postgresql://flag@127.0.0.1/a"
 ENV = "postgresql://env@127.0.0.1/b"
@@ -87,14 +86,8 @@ def test_bad_flag_dsn_is_a_config_error(clean_env: pytest.MonkeyPatch) -> None:
         load_settings()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_refused_connection_names_host_port_and_what_to_check() -> None:
-    port = _free_port()
+    port = free_port()
     with pytest.raises(StoreUnavailable) as info:
         connect(f"postgresql://u@127.0.0.1:{port}/db")
     message = str(info.value)

@@ -32,6 +32,7 @@ from poimen_memory.store import migrations as migrations_module
 from .conftest import create_database, drop_database
 from .embedded import ROOT_ENV, pgdata_of
 from .gitrepo import FixtureRepo, kong_repo
+from .serving import free_port
 from .tcpproxy import TcpProxy
 
 MEM = [sys.executable, "-m", "poimen_memory.cli"]
@@ -75,12 +76,6 @@ def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("mem: error: "), done.stderr
     return lines[0].removeprefix("mem: error: ")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -422,7 +417,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     started: list[Served] = []
 
     def start(*args: str, env: dict[str, str]) -> Served:
-        port = _free_port()
+        port = free_port()
         log = tmp_path / f"http-{uuid.uuid4().hex[:6]}.log"
         with log.open("wb") as err:
             proc = subprocess.Popen(

@@ -31,9 +31,9 @@ from .gitrepo import FixtureRepo, kong_repo
 from .lsp.conftest import World as LspWorld
 from .lsp.conftest import start_client
 from .lsp.test_server import hover, hover_text, open_doc
-from .serving import wait_until_healthy
+from .serving import free_port, wait_until_healthy
 from .test_mcp import World as McpWorld
-from .test_mcp import _env, _free_port, call, stdio
+from .test_mcp import _env, call, stdio
 
 REPO = "github.com/org/poimen"
 BUFFER = "src/kong/buffer.rs"
@@ -208,7 +208,7 @@ def _http_per_project(two: Projects, label: str, *repo: str) -> Iterator[dict[st
     bases: dict[str, str] = {}
     try:
         for key, project in two.ids.items():
-            port = _free_port()
+            port = free_port()
             log = two.root / f"http-{label}-{key}.log"
             with log.open("wb") as err:
                 server = subprocess.Popen(

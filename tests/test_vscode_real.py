@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 
 from .editors import missing, require_program
+from .serving import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EXT = ROOT / "editors" / "vscode"
@@ -92,12 +92,6 @@ class Seen:
     lenses: list[dict[str, Any]]
     hover: dict[str, Any] | None
     shots: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _descendants(pid: int) -> list[int]:
@@ -222,7 +216,7 @@ def _code_server(
     (data / "Machine" / "settings.json").write_text(json.dumps(machine), "utf-8")
     dirs = ["--user-data-dir", str(data), "--extensions-dir", str(extensions)]
     _run([code_server, *dirs, "--install-extension", str(vsix), "--force"], work, env)
-    port = _free_port()
+    port = free_port()
     with (work / "code-server.log").open("wb") as log:
         proc = subprocess.Popen(
             [code_server, "--auth", "none", "--bind-addr", f"127.0.0.1:{port}",

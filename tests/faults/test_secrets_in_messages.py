@@ -4,7 +4,6 @@ pop-up, not in an HTTP answer, whether the DSN parses or not."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from lsprotocol import types
 from psycopg import conninfo
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from ..serving import wait_until_healthy
+from ..serving import free_port, wait_until_healthy
 from ..tcpproxy import TcpProxy
 from .conftest import PROJECT, Faults
 
@@ -108,15 +107,9 @@ async def test_the_editor_pop_up_never_shows_the_dsn_password(faults: Faults, ds
         assert SECRET not in message, message
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_http_never_shows_the_dsn_password(faults: Faults) -> None:
     # One that does not parse: refused at start, redacted.
-    refused = faults.mem("http", "--dsn", BAD_DSNS[0], "--port", str(_free_port()))
+    refused = faults.mem("http", "--dsn", BAD_DSNS[0], "--port", str(free_port()))
     assert refused.returncode == 2
     assert SECRET not in refused.stderr
     # The store behind a proxy, with a password in the DSN: up, then gone while serving.
@@ -125,7 +118,7 @@ def test_http_never_shows_the_dsn_password(faults: Faults) -> None:
     secret = str(params.get("password") or SECRET)
     params.update(host="127.0.0.1", port=str(proxy.port), password=secret)
     dsn = conninfo.make_conninfo(**params)
-    port = _free_port()
+    port = free_port()
     log = faults.root / "http-secret.log"
     with log.open("wb") as err:
         server = subprocess.Popen(
