@@ -76,8 +76,12 @@ def run_tests(copy: Path, tests: tuple[str, ...]) -> subprocess.CompletedProcess
 
 
 def _last_line(done: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    return lines[-1] if lines else done.stderr.strip().splitlines()[-1:][0] if done.stderr else ""
+    """pytest's summary line (the last non-blank line of its output, else of its errors)."""
+    for text in (done.stdout, done.stderr):
+        lines = [line for line in text.splitlines() if line.strip()]
+        if lines:
+            return lines[-1]
+    return ""
 
 
 def check(copy: Path, entry: Break) -> Outcome:

