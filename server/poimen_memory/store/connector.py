@@ -10,15 +10,21 @@ The schema is checked once per pool, on its first connection: a database without
 poimen-memory schema, or with an older or newer one, is ``SchemaMissing`` (a
 ``StoreUnavailable`` that says what to do: ``mem db migrate``, or an upgrade), checked again
 at most every ``retry_interval`` seconds until it is right.
+
+A lookup costs one round trip: reads run on autocommit connections (no BEGIN, no COMMIT),
+pooled connections are not checked when taken (a read that finds its connection gone is run
+once more on a fresh pool instead), and JIT compilation is off (it costs tens of
+milliseconds on the walk up the edges and never pays back on rows this few). Writes run in
+one transaction each.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import DictRow, dict_row
@@ -34,11 +40,16 @@ from poimen_memory.store.queries import query
 __all__ = ["Connection", "Connector", "StoreRejected"]
 
 Connection = psycopg.Connection[DictRow]
+T = TypeVar("T")
 
 # SQLSTATE classes of data the server refuses: data exception, program limit exceeded.
 _REFUSED_CLASSES = ("22", "54")
 # SQLSTATEs of a connection that is gone: connection exception, and the server shutting down.
 _LOST_CLASSES = ("08", "57P01", "57P02", "57P03")
+
+
+class _Lost(StoreUnavailable):
+    """The connection a statement ran on is gone (the pool is dropped): a read may run again."""
 
 
 class StoreRejected(ContentError):
@@ -71,12 +82,15 @@ class Connector:
         self.timeout = timeout
         self.max_size = max_size
         self.retry_interval = retry_interval
+        options = "-c jit=off"
+        if statement_timeout_ms is not None:
+            options += f" -c statement_timeout={int(statement_timeout_ms)}"
         self._kwargs: dict[str, Any] = {
             "connect_timeout": max(2, int(timeout)),
             "row_factory": dict_row,
+            "autocommit": True,
+            "options": options,
         }
-        if statement_timeout_ms is not None:
-            self._kwargs["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
         self._pool: ConnectionPool[Connection] | None = None
         self._pool_lock = threading.Lock()
         self._last_attempt = float("-inf")
@@ -101,7 +115,6 @@ class Connector:
                 timeout=self.timeout,
                 kwargs=self._kwargs,
                 configure=register_domain_types,
-                check=ConnectionPool.check_connection,
                 open=False,
                 name="poimen-memory",
             )
@@ -126,7 +139,6 @@ class Connector:
         if checked == float("-inf") or time.monotonic() - checked >= self.retry_interval:
             self._schema_problem = schema_problem(conn)
             self._schema_checked = time.monotonic()
-            conn.commit()  # the caller's block starts a transaction of its own
         if self._schema_problem is not None:
             raise SchemaMissing(describe_target(self.dsn), self._schema_problem)
 
@@ -157,13 +169,16 @@ class Connector:
         with self._pool_lock:
             if self._pool is pool:
                 self._pool = None
+                self._last_attempt = float("-inf")  # the next use connects at once
         # Closing waits for the pool's workers; do it off the request's path.
         threading.Thread(target=pool.close, kwargs={"timeout": 1.0}, daemon=True).start()
 
     @contextmanager
-    def connection(self, *, any_schema: bool = False) -> Iterator[Connection]:
-        """A pooled connection, committed at the end of the block (rolled back on an error).
-        A lost or unreachable server, or a statement over its timeout, is StoreUnavailable;
+    def connection(self, *, any_schema: bool = False, read: bool = False) -> Iterator[Connection]:
+        """A pooled connection in a transaction, committed at the end of the block (rolled
+        back on an error); with ``read``, outside any transaction (each statement is its own:
+        for reads, which need no BEGIN and COMMIT around them). A lost or unreachable
+        server, or a statement over its timeout, is StoreUnavailable;
         a database without this version's schema is SchemaMissing (unless ``any_schema``,
         for reports on the schema itself); data the server refuses is StoreRejected; any
         other server failure is StoreUnavailable that says so (the pool stays)."""
@@ -182,7 +197,11 @@ class Connector:
                 used = conn
                 if not any_schema:
                     self._require_schema(conn)
-                yield conn
+                if read:
+                    yield conn
+                else:
+                    with conn.transaction():
+                        yield conn
         except psycopg.errors.QueryCanceled:
             raise StoreUnavailable(
                 f"memory store at {describe_target(self.dsn)} did not answer in time"
@@ -196,7 +215,7 @@ class Connector:
                 self._last_error = (
                     f"memory store unreachable at {describe_target(self.dsn)}: {reason}"
                 )
-                raise StoreUnavailable(self._last_error) from None
+                raise _Lost(self._last_error) from None
             target = describe_target(self.dsn)
             if isinstance(exc, psycopg.errors.UndefinedTable) and not any_schema:
                 self._schema_checked = float("-inf")  # dropped since it was checked
@@ -215,7 +234,17 @@ class Connector:
                 ) from None
             raise
 
+    def read(self, work: Callable[[Connection], T]) -> T:
+        """``work`` on a pooled connection outside a transaction: reads only. Connections are
+        not checked when taken from the pool; when the one taken is found gone (the server
+        restarted, a proxy dropped it), ``work`` runs once more on a fresh pool."""
+        try:
+            with self.connection(read=True) as conn:
+                return work(conn)
+        except _Lost:
+            with self.connection(read=True) as conn:
+                return work(conn)
+
     def fetch_all(self, name: str, params: Mapping[str, Any]) -> list[DictRow]:
-        """Every row of the named query, run on its own connection."""
-        with self.connection() as conn:
-            return conn.execute(query(name), params).fetchall()
+        """Every row of the named query (a read), run on its own connection."""
+        return self.read(lambda conn: conn.execute(query(name), params).fetchall())

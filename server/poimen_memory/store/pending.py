@@ -32,16 +32,12 @@ class PendingReads:
 
     def pending_files(self, project: ProjectId, repo: RepoId) -> set[str]:
         """The files of ``repo`` where some node of ``project`` waits for its lines."""
-        with self._connector.connection() as conn:
-            rows = conn.execute(
-                query("pending_files"), {"project": project, "repo": repo}
-            ).fetchall()
+        rows = self._connector.fetch_all("pending_files", {"project": project, "repo": repo})
         return {r["file"] for r in rows}
 
     def pending_repos(self, project: ProjectId | None = None) -> list[tuple[ProjectId, RepoId]]:
         """Every (project, repository) with pending anchors (of ``project``, or of any)."""
-        with self._connector.connection() as conn:
-            rows = conn.execute(query("pending_repos"), {"project": project}).fetchall()
+        rows = self._connector.fetch_all("pending_repos", {"project": project})
         return [(ProjectId(r["project"]), RepoId(r["repo"])) for r in rows]
 
     def pending_in_file(self, project: ProjectId, repo: RepoId, file: str) -> list[PendingAnchor]:
