@@ -20,6 +20,7 @@ from poimen_memory.lookup.memo import Memo
 from poimen_memory.lookup.project import decide_project
 from poimen_memory.lookup.requests import LookupRequest, WorkTreePath
 from poimen_memory.lookup.results import DocumentMemories, LookupResult
+from poimen_memory.lookup.rewrites import file_hashes
 from poimen_memory.settings import Settings
 from poimen_memory.store import Store
 
@@ -53,6 +54,7 @@ CACHE_SIZES = {
     "line_hashes": 16,  # text hashes of a file's lines at HEAD (for rewritten commits)
     "pending_files": 64,  # files with remembered lines waiting for a commit, per HEAD
     "head_facts": 256,  # size, line count and binariness of files at HEAD (the limits)
+    "quiet_files": 1024,  # files at HEAD where no memory of the project can be found
 }
 
 
@@ -124,6 +126,10 @@ class LookupCore:
         # (work tree, file, HEAD) -> the facts of the file at HEAD.
         self.head_facts: Memo[tuple[str, str, CommitSha], TextFacts] = Memo(
             CACHE_SIZES["head_facts"]
+        )
+        # (project, repo, file, HEAD) -> True when no memory can be found in the file.
+        self.quiet_files: Memo[tuple[ProjectId, RepoId, str, CommitSha], bool] = Memo(
+            CACHE_SIZES["quiet_files"]
         )
 
     # -- the project and repository of a lookup ---------------------------------------------
@@ -201,6 +207,7 @@ class LookupCore:
             return (repo is None or key[1] == repo) and (project is None or key[0] == project)
 
         dropped = self.documents.drop_where(matches) + self.hovers.drop_where(matches)
+        self.quiet_files.drop_where(matches)
         self.buffer_maps.clear()
         self.digests.clear()
         return dropped
@@ -241,6 +248,50 @@ class LookupCore:
             return
         if added:
             self.invalidate(repo_id, scope)
+
+    def hashes_at(
+        self, blamer: Blamer, rel: str, rev: CommitSha
+    ) -> tuple[list[int | None], Counter[int | None]] | None:
+        """The text hash of each line of ``rel`` at ``rev``, and how often each occurs (None
+        when git cannot read it); remembered per (work tree, file, commit)."""
+
+        def compute() -> tuple[list[int | None], Counter[int | None]] | None:
+            try:
+                by_line = file_hashes(blamer.head_blob(rel, rev))
+            except GitError:
+                return None
+            return by_line, Counter(by_line)
+
+        key = (str(blamer.repo.root), rel, rev)
+        return self.line_hashes.get_or_compute(key, compute)
+
+    def quiet(
+        self, project: ProjectId, repo_id: RepoId, blamer: Blamer, rel: str, head: CommitSha
+    ) -> bool:
+        """Whether no memory of ``project`` can be found on any line of ``rel`` at ``head``,
+        known without blaming it: no anchor at that path, none pending there, none anywhere
+        in the repository holding one of its line texts, none whose texts are unknown
+        (``Store.file_may_have_memories``). A line's memories come from an anchor covering
+        its origin, whose texts hold the line's text (blame keeps a line only while its text
+        stays), or from a rewritten commit's anchor found by that text. Remembered per
+        (project, repository, file, HEAD), forgotten with the rest when memories arrive.
+        False whenever it cannot tell (git or the store failing): the lookup goes on."""
+
+        def compute() -> bool | None:
+            try:
+                # First without the texts (no hashing): a file with memories stops here.
+                if self.store.file_may_have_memories(project, repo_id, rel, None):
+                    return False
+                hashes = self.hashes_at(blamer, rel, head)
+                if hashes is None:
+                    return None
+                texts = [h for h in hashes[1] if h is not None]
+                return not self.store.file_may_have_memories(project, repo_id, rel, texts)
+            except (StoreUnavailable, ContentError) as exc:
+                log.debug("could not tell whether %s has memories: %s", rel, exc)
+                return None
+
+        return bool(self.quiet_files.get_or_compute((project, repo_id, rel, head), compute))
 
     def forget_pending(self, repo: RepoId, project: ProjectId) -> None:
         """Look for pending anchors of ``repo`` again (something was just remembered)."""

@@ -59,6 +59,9 @@ class EditorLookups:
             return None
         repo_id, blamer, rel, head, facts = opened
         self._core.settle_pending(project, repo_id, blamer, rel, head)
+        scope = project or self._core.project_for_repo(repo_id)
+        if not history and self._core.quiet(scope, repo_id, blamer, rel, head):
+            return None  # no memory of the project can be on this file: no blame
         known = blamer.text_sha(rel, head)
         # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
         speculative = (
@@ -112,6 +115,8 @@ class EditorLookups:
         scope = project or self._core.project_for_repo(repo_id)
 
         def compute() -> DocumentMemories | None:
+            if self._core.quiet(scope, repo_id, blamer, rel, head):
+                return DocumentMemories(repo_id, rel, {})  # nothing to find: no blame
             try:
                 blame = blamer.blame_file(rel, head)
             except GitError:

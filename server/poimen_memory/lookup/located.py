@@ -5,11 +5,10 @@ where nothing is anchored at an origin, the memories of rewritten commits that l
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from poimen_memory.domain import CommitSha, ProjectId, RepoId, Sha256Hash
+from poimen_memory.domain import ProjectId, RepoId, Sha256Hash
 from poimen_memory.gitio import Blame, BlameLine, Blamer, GitError, UnsafeArgument, Untracked
 from poimen_memory.lookup.core import FileAt, LookupCore
 from poimen_memory.lookup.earlier import earlier_versions
@@ -17,7 +16,7 @@ from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRep
 from poimen_memory.lookup.origins import match_evidence, origin_runs
 from poimen_memory.lookup.requests import MAX_LINE, ByGitRequest
 from poimen_memory.lookup.results import Earlier, LookupResult, assemble
-from poimen_memory.lookup.rewrites import Found, Miss, Rewrites, file_hashes, landed_nodes
+from poimen_memory.lookup.rewrites import Found, Miss, Rewrites, landed_nodes
 from poimen_memory.store import Evidence
 
 __all__ = ["LocatedLookups"]
@@ -174,7 +173,7 @@ class LocatedLookups:
         if not missed:
             return []
         blamer, rev = where.blamer, where.rev
-        hashes = self._hashes_at(blamer, where.file, rev)
+        hashes = self._core.hashes_at(blamer, where.file, rev)
         if hashes is None:
             return []
         by_line, counts = hashes
@@ -185,21 +184,6 @@ class LocatedLookups:
         return self._rewrites.find(
             where.project, where.repo_id, blamer.repo, rev, misses, counts, alone=alone
         )
-
-    def _hashes_at(
-        self, blamer: Blamer, rel: str, rev: CommitSha
-    ) -> tuple[list[int | None], Counter[int | None]] | None:
-        """The text hash of each line of ``rel`` at ``rev``, and how often each occurs."""
-
-        def compute() -> tuple[list[int | None], Counter[int | None]] | None:
-            try:
-                by_line = file_hashes(blamer.head_blob(rel, rev))
-            except GitError:
-                return None
-            return by_line, Counter(by_line)
-
-        key = (str(blamer.repo.root), rel, rev)
-        return self._core.line_hashes.get_or_compute(key, compute)
 
 
 def _with_rewritten(

@@ -2,8 +2,8 @@
 (a page at a time), by node, or by file and line as stored, each with its commit, its L0 node
 and the nodes above it; stored commits by prefix; which repositories a project has.
 
-An ``anchors_*`` query chooses the anchors, and the ``evidence`` query takes them back as one
-array per column: two statements on one connection, and no query ever inside another.
+An ``anchors_*`` query chooses the anchors, and the ``evidence`` query, with that one in it,
+reads their commits and nodes: one statement, one round trip per lookup.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from poimen_memory.domain import (
     Sha256Hash,
     parse_timestamp,
 )
-from poimen_memory.store.connector import Connection, Connector
-from poimen_memory.store.queries import query
+from poimen_memory.store.connector import Connector
+from poimen_memory.store.queries import evidence_query, query
 from poimen_memory.store.reads import readable_node
 
 __all__ = ["MAX_ANCHORS", "Evidence", "EvidencePage", "EvidenceReads", "Run"]
@@ -97,32 +97,32 @@ class EvidenceReads:
 
     def _page(self, selector: str, params: dict[str, Any], limit: int) -> EvidencePage:
         """The evidence of the first ``limit`` anchors the named ``anchors_*`` query chooses,
-        and the key of the last one when there are more."""
+        and the key of the last one when there are more: one statement (``evidence``)."""
         project: ProjectId = params["project"]
-        with self._connector.connection() as conn:
-            chosen = conn.execute(query(selector), {**params, "max_anchors": limit + 1}).fetchall()
-            more = len(chosen) > limit
-            chosen = chosen[:limit]
-            anchors = [{k: row[k] for k in _ANCHOR_COLUMNS} for row in chosen]
-            rows = self._evidence_of(project, anchors, conn)
-        return EvidencePage(rows, _key_of(chosen[-1]) if more and chosen else None)
+        statement = evidence_query(selector)
+        values = {**params, "max_anchors": limit + 1, "page": limit}
+        rows = self._connector.read(lambda conn: conn.execute(statement, values).fetchall())
+        more = any(row["k"] > limit for row in rows)
+        after = None
+        if more:
+            last = next((row for row in rows if row["k"] == limit), None)
+            if last is not None:
+                after = _key_of(last, dated=selector == "anchors_author")
+        seen: dict[str, MemoryNode] = {}
+        found = (
+            _evidence_from_row(project, row, seen)
+            for row in rows
+            if row["k"] <= limit and row["sha256"] is not None and row["commit_found"] is not None
+        )
+        return EvidencePage([evidence for evidence in found if evidence is not None], after)
 
-    def _evidence_of(
-        self, project: ProjectId, chosen: list[dict[str, Any]], conn: Connection | None = None
-    ) -> list[Evidence]:
+    def _evidence_of(self, project: ProjectId, chosen: list[dict[str, Any]]) -> list[Evidence]:
         """The evidence of chosen anchors (rows named as the ``anchors_*`` queries name them)."""
         if not chosen:
             return []
-        # One array per column, named as the selector named the column: what evidence unnests.
-        columns = {name: [row[name] for row in chosen] for name in chosen[0]}
-        if conn is None:
-            with self._connector.connection() as own:
-                rows = own.execute(query("evidence"), {**columns, "project": project}).fetchall()
-        else:
-            rows = conn.execute(query("evidence"), {**columns, "project": project}).fetchall()
-        seen: dict[str, MemoryNode] = {}
-        found = (_evidence_from_row(project, row, seen) for row in rows)
-        return [evidence for evidence in found if evidence is not None]
+        # One array per column, named as the selector named the column: what it unnests.
+        columns = {name: [row[name] for row in chosen] for name in _ANCHOR_COLUMNS}
+        return self._page("anchors_given", {**columns, "project": project}, len(chosen)).rows
 
     def evidence_at_line(
         self, project: ProjectId, repo: RepoId, commit: CommitSha, file: str, line: int
@@ -159,7 +159,7 @@ class EvidenceReads:
         params = _runs_params(project, repo, runs)
         if params is None:
             return [], {}
-        with self._connector.connection() as conn, conn.transaction():
+        with self._connector.connection(read=True) as conn, conn.transaction():
             conn.execute(query("allow_slow_statements"))
             with conn.cursor(row_factory=tuple_row) as cur:
                 chosen = cur.execute(
@@ -196,7 +196,7 @@ class EvidenceReads:
             "starts": starts,
             "lengths": lengths,
         }
-        with self._connector.connection() as conn, conn.transaction():
+        with self._connector.connection(read=True) as conn, conn.transaction():
             conn.execute(query("allow_slow_statements"))
             with conn.cursor(row_factory=tuple_row) as cur:
                 blocks: list[LensBlock] = cur.execute(query("lens_blocks"), params).fetchall()
@@ -282,6 +282,18 @@ class EvidenceReads:
         }
         return self._page("anchors_file_lines", params, limit)
 
+    def file_may_have_memories(
+        self, project: ProjectId, repo: RepoId, file: str, hashes: Iterable[int] | None
+    ) -> bool:
+        """Whether any memory of ``project`` could be found on a line of ``file`` whose line
+        texts hash to ``hashes`` (``file_may_have_memories``; None: leave the texts out, a
+        first look that needs no hashing): false lets a lookup answer "none" without
+        blaming the file."""
+        texts = None if hashes is None else sorted(set(hashes))
+        params = {"project": project, "repo": repo, "file": file, "hashes": texts}
+        rows = self._connector.fetch_all("file_may_have_memories", params)
+        return bool(rows and rows[0]["may"])
+
     def repo_known(self, project: ProjectId, repo: RepoId) -> bool:
         """Whether ``project`` has memories anchored in ``repo``."""
         rows = self._connector.fetch_all("repo_known", {"project": project, "repo": repo})
@@ -310,8 +322,8 @@ class EvidenceReads:
         return [CommitSha(r["commit_sha"]) for r in rows]
 
 
-def _key_of(row: dict[str, Any]) -> dict[str, Any]:
-    """The keyset of a chosen anchor (and its commit's date, when the query gives it)."""
+def _key_of(row: dict[str, Any], *, dated: bool = False) -> dict[str, Any]:
+    """The keyset of a chosen anchor (and its commit's date, for pages by date)."""
     key = {
         "after_repo": row["repo"],
         "after_commit": row["commit_sha"],
@@ -320,7 +332,7 @@ def _key_of(row: dict[str, Any]) -> dict[str, Any]:
         "after_end": row["line_end"],
         "after_node": row["node_sha256"],
     }
-    if "author_date" in row:
+    if dated:
         key["after_date"] = row["author_date"]
     return key
 

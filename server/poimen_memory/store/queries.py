@@ -7,7 +7,7 @@ from functools import cache
 from importlib import resources
 from typing import LiteralString
 
-__all__ = ["load_queries", "query"]
+__all__ = ["evidence_query", "load_queries", "query"]
 
 _HEADER = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
@@ -41,3 +41,14 @@ def query(name: str) -> LiteralString:
         return load_queries()[name]
     except KeyError:
         raise KeyError(f"no query named {name!r} in queries.sql") from None
+
+
+@cache
+def evidence_query(selector: str) -> LiteralString:
+    """The ``evidence`` query with the named ``anchors_*`` query as its selector (in place of
+    its ``-- CHOSEN`` line): one statement from the anchors to their nodes."""
+    template = query("evidence")
+    if "-- CHOSEN" not in template:
+        raise ValueError("queries.sql: the evidence query lacks its -- CHOSEN line")
+    chosen = query(selector).rstrip().removesuffix(";")
+    return template.replace("-- CHOSEN", chosen)

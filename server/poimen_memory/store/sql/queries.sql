@@ -82,43 +82,65 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
        (SELECT count(DISTINCT project) FROM memory_node) AS projects;
 
 -- name: evidence
--- Anchors chosen by one of the anchors_* queries below, passed back as one array per column,
--- each with its commit, its L0 node and every node above that node (nearest first, each with
--- the nodes directly above it: the edges among them).
-SELECT ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
-       c.message, c.author_name, c.author_email, c.author_date,
+-- The evidence of the anchors a selector chooses, in one statement: the selector (one of the
+-- anchors_* queries below) takes the place of the CHOSEN line, and its rows are numbered k
+-- in its order (a numbering without an order of its own keeps its input's). Every chosen
+-- row comes back, the first %(page)s with their commit, their L0 node and every node above
+-- that node (nearest first, each with the nodes directly above it: the edges among them),
+-- walked once per node however many anchors it has; a row past %(page)s only says that
+-- more follow. Rows without their commit or node have NULLs there.
+WITH chosen AS MATERIALIZED (
+    SELECT s.*, row_number() OVER () AS k
+    FROM (
+        -- CHOSEN
+    ) AS s
+),
+up AS (
+    SELECT d.node_sha256, w.ancestors
+    FROM (SELECT DISTINCT node_sha256 FROM chosen WHERE k <= %(page)s) AS d
+    CROSS JOIN LATERAL (
+        WITH RECURSIVE walk (sha256, depth) AS (
+            SELECT e.parent_sha256, 1
+            FROM memory_edge e
+            WHERE e.project = %(project)s AND e.child_sha256 = d.node_sha256
+          UNION
+            SELECT e.parent_sha256, w.depth + 1
+            FROM walk w
+            JOIN memory_edge e ON e.project = %(project)s AND e.child_sha256 = w.sha256
+            WHERE w.depth < 8
+        )
+        SELECT jsonb_agg(
+                   jsonb_build_object(
+                       'sha256', p.sha256, 'level', p.level, 'query_id', p.query_id,
+                       'run_id', p.run_id, 't', p.t, 'text', p.text,
+                       'created_at', p.created_at, 'depth', g.depth,
+                       'parents', ARRAY(SELECT pe.parent_sha256 FROM memory_edge pe
+                                        WHERE pe.project = %(project)s
+                                          AND pe.child_sha256 = p.sha256
+                                        ORDER BY pe.parent_sha256))
+                   ORDER BY g.depth, p.created_at DESC, p.sha256) AS ancestors
+        FROM (SELECT sha256, min(depth) AS depth FROM walk GROUP BY sha256) AS g
+        JOIN memory_node p ON p.project = %(project)s AND p.sha256 = g.sha256
+    ) AS w
+)
+SELECT ch.k, ch.node_sha256, ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
+       c.commit_sha AS commit_found, c.message, c.author_name, c.author_email, c.author_date,
        n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at,
        coalesce(up.ancestors, '[]'::jsonb) AS ancestors
-FROM unnest(%(node_sha256)s::text[], %(repo)s::text[], %(commit_sha)s::text[],
-            %(file)s::text[], %(line_start)s::int[], %(line_end)s::int[])
-     AS ch (node_sha256, repo, commit_sha, file, line_start, line_end)
-JOIN git_commit c
-  ON c.project = %(project)s AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha
-JOIN memory_node n ON n.project = %(project)s AND n.sha256 = ch.node_sha256
-LEFT JOIN LATERAL (
-    WITH RECURSIVE walk (sha256, depth) AS (
-        SELECT e.parent_sha256, 1
-        FROM memory_edge e
-        WHERE e.project = %(project)s AND e.child_sha256 = ch.node_sha256
-      UNION
-        SELECT e.parent_sha256, w.depth + 1
-        FROM walk w
-        JOIN memory_edge e ON e.project = %(project)s AND e.child_sha256 = w.sha256
-        WHERE w.depth < 8
-    )
-    SELECT jsonb_agg(
-               jsonb_build_object(
-                   'sha256', p.sha256, 'level', p.level, 'query_id', p.query_id,
-                   'run_id', p.run_id, 't', p.t, 'text', p.text, 'created_at', p.created_at,
-                   'depth', d.depth,
-                   'parents', ARRAY(SELECT pe.parent_sha256 FROM memory_edge pe
-                                    WHERE pe.project = %(project)s AND pe.child_sha256 = p.sha256
-                                    ORDER BY pe.parent_sha256))
-               ORDER BY d.depth, p.created_at DESC, p.sha256) AS ancestors
-    FROM (SELECT sha256, min(depth) AS depth FROM walk GROUP BY sha256) AS d
-    JOIN memory_node p ON p.project = %(project)s AND p.sha256 = d.sha256
-) AS up ON true
-ORDER BY n.created_at DESC, n.sha256, ch.file, ch.line_start;
+FROM chosen ch
+LEFT JOIN git_commit c
+  ON ch.k <= %(page)s
+ AND c.project = %(project)s AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha
+LEFT JOIN memory_node n
+  ON ch.k <= %(page)s AND n.project = %(project)s AND n.sha256 = ch.node_sha256
+LEFT JOIN up ON up.node_sha256 = ch.node_sha256
+ORDER BY n.created_at DESC NULLS LAST, n.sha256, ch.file, ch.line_start, ch.k;
+
+-- name: anchors_given
+-- Anchors the caller chose, one array per column (for the evidence query).
+SELECT * FROM unnest(%(node_sha256)s::text[], %(repo)s::text[], %(commit_sha)s::text[],
+                     %(file)s::text[], %(line_start)s::int[], %(line_end)s::int[])
+     AS a (node_sha256, repo, commit_sha, file, line_start, line_end);
 
 -- name: anchors_line
 -- The anchors_* queries choose anchors for the evidence query above (and anchors_runs for the
@@ -548,6 +570,24 @@ WHERE a.project = %(project)s AND (%(repo)s::text IS NULL OR a.repo = %(repo)s)
        OR (a.line_start <= %(last)s::int AND a.line_end >= %(first)s::int))
 ORDER BY c.author_date DESC, a.commit_sha, a.repo, a.line_start, a.line_end, a.node_sha256
 LIMIT %(max_anchors)s;
+
+-- name: file_may_have_memories
+-- Whether a lookup of a file could find any memory of the project, answered without a blame:
+-- through an anchor at that path (any commit), a pending anchor there, an anchor anywhere in
+-- the repository holding one of the file's line texts (a line blamed to another path, after
+-- a rename, or a rewritten commit's candidate: those are found by text), or an anchor whose
+-- texts are not known (a whole-file anchor, or one stored before texts were). Each is one
+-- index probe; false only when none of them finds a row.
+SELECT EXISTS (SELECT 1 FROM git_anchor a
+               WHERE a.project = %(project)s AND a.file = %(file)s AND a.repo = %(repo)s)
+    OR EXISTS (SELECT 1 FROM pending_anchor p
+               WHERE p.project = %(project)s AND p.repo = %(repo)s AND p.file = %(file)s)
+    OR EXISTS (SELECT 1 FROM git_anchor a
+               WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.line_hashes IS NULL)
+    OR EXISTS (SELECT 1 FROM git_anchor a
+               WHERE a.project = %(project)s AND a.repo = %(repo)s
+                 AND a.line_hashes IS NOT NULL AND a.line_hashes && %(hashes)s::bigint[])
+    AS may;
 
 -- name: repo_known
 -- Whether a project has memories anchored in a repository (one probe of git_commit's key).

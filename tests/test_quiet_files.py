@@ -1,0 +1,105 @@
+"""A file where no memory of the project can be found is answered without a blame (issue 27):
+its code lenses and hovers cost one indexed query, and the rule never hides a memory that a
+blame would have found (a renamed file's, a line whose text a memory holds elsewhere).
+
+Each test builds a real repository and records memories with the real `mem ingest`; the
+service's own lookups (hover, document) are asserted, and whether a blame ran is read from
+the blamer's cache of whole-file blames (``needs_blame``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from poimen_memory.lookup import DocumentRequest, HoverRequest, LookupService
+
+from .gitrepo import ALICE, BOB, CAROL
+from .scenes import APP, Scene, at, base, insert, memory, put
+
+LEASES = "Leases are pinned to the tenant's region."
+OTHER = "src/other.rs"
+
+
+def _hover_texts(service: LookupService, path: Path, line: int) -> set[str]:
+    found = service.hover(HoverRequest(file=str(path), line=line))
+    if found is None:
+        return set()
+    return {m.node.text for m in found.memories}
+
+
+def _leased(scene: Scene) -> None:
+    """APP with a memory on lines 5-7 (commit A); OTHER, committed by B, with none."""
+    repo = scene.repo
+    put(repo, APP, base("q"))
+    repo.commit("initial", "Initial app", CAROL)
+    insert(repo, APP, 4, [
+        "    let lease = pool.lease(tenant)?;",
+        "    lease.pin(region);",
+        "    lease.renew_in(Duration::from_secs(30));",
+    ])  # fmt: skip
+    repo.commit("A", "Lease per tenant", ALICE)
+    scene.ingest([memory(LEASES, at(APP, 5, 7))])
+    put(repo, OTHER, base("other", 30))
+    repo.commit("B", "Another module", BOB)
+
+
+def test_a_file_without_memories_is_answered_without_a_blame(scene: Scene) -> None:
+    _leased(scene)
+    service = scene.service()
+    other = scene.repo.root / OTHER
+    assert service.needs_blame(other)
+    doc = service.document(DocumentRequest(file=str(other)))
+    assert doc is not None and doc.by_line == {}
+    for line in (1, 10, 30):
+        assert _hover_texts(service, other, line) == set()
+    assert service.needs_blame(other), "a file with no memories was blamed"
+    # The file with memories is blamed and answers as before.
+    app = scene.repo.root / APP
+    assert _hover_texts(service, app, 6) == {LEASES}
+    doc = service.document(DocumentRequest(file=str(app)))
+    assert doc is not None and set(doc.by_line) == {5, 6, 7}
+    assert not service.needs_blame(app)
+
+
+def test_a_renamed_file_keeps_its_memories(scene: Scene) -> None:
+    """The anchors are at the old path; the new path has none of its own, but its lines hold
+    the anchored texts: the lookup blames, and blame follows the rename."""
+    _leased(scene)
+    repo = scene.repo
+    repo.git("mv", APP, "src/renamed.rs")
+    repo.commit("R", "Rename the app", BOB)
+    service = scene.service()
+    renamed = repo.root / "src/renamed.rs"
+    assert _hover_texts(service, renamed, 6) == {LEASES}
+    doc = service.document(DocumentRequest(file=str(renamed)))
+    assert doc is not None and set(doc.by_line) == {5, 6, 7}
+    assert _hover_texts(service, renamed, 3) == set()
+
+
+def test_a_line_whose_text_a_memory_holds_elsewhere_is_blamed(scene: Scene) -> None:
+    """OTHER has no anchor, but one of its lines has the text of an anchored line of APP: the
+    file cannot be ruled out by text, so it is blamed (and, its line being B's, shows
+    nothing: precision is blame's to keep)."""
+    _leased(scene)
+    repo = scene.repo
+    insert(repo, OTHER, 2, ["    lease.pin(region);"])
+    repo.commit("C", "Pin here too", BOB)
+    service = scene.service()
+    other = repo.root / OTHER
+    assert _hover_texts(service, other, 3) == set()
+    doc = service.document(DocumentRequest(file=str(other)))
+    assert doc is not None and doc.by_line == {}
+    assert not service.needs_blame(other), "a file holding an anchored text was not blamed"
+
+
+def test_memories_recorded_later_show_once_answers_are_forgotten(scene: Scene) -> None:
+    """A file answered as having none is looked at again after the service forgets its
+    answers (what a store notification does in the server)."""
+    _leased(scene)
+    service = scene.service()
+    other = scene.repo.root / OTHER
+    assert _hover_texts(service, other, 10) == set()
+    scene.ingest([memory("Other things.", at(OTHER, 9, 11))])
+    assert _hover_texts(service, other, 10) == set()  # remembered until told
+    service.invalidate()
+    assert _hover_texts(service, other, 10) == {"Other things."}
