@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from pathlib import Path
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -358,3 +359,50 @@ def test_no_query_is_put_inside_another() -> None:
     for name, text in load_queries().items():
         fields = {field for _, field, _, _ in string.Formatter().parse(text) if field}
         assert fields <= {"table", "stage", "columns", "values"}, name
+
+
+def _server_pid(store: Store) -> int:
+    """The backend of the store's one pooled connection (the pool's minimum is one)."""
+    return int(store._connector.read(lambda conn: conn.info.backend_pid))
+
+
+def test_a_lookup_is_one_statement_on_one_round_trip(
+    store: Store, project: ProjectId, tmp_path: Path
+) -> None:
+    """The anchors, their commits, nodes and the nodes above: one statement, no BEGIN or
+    COMMIT, no check of the connection. Read off libpq's trace of the pooled connection:
+    each round trip ends with one Sync (extended protocol) or is one Query (simple)."""
+    batch, _ = graph(project)
+    store.insert_batch(batch)
+    conn = store._connector.read(lambda c: c)  # the pool's one connection
+    for _ in range(6):  # past psycopg's prepare threshold: the statements are prepared
+        store.evidence_at_line(project, REPO, C2, "src/kong/handler.rs", 11)
+        store.evidence_for_commits(project, None, [C2, C1])
+    log = tmp_path / "libpq.trace"
+    with log.open("w") as out:
+        conn.pgconn.trace(out.fileno())
+        try:
+            for _ in range(10):
+                assert len(store.evidence_at_line(project, REPO, C2, "src/kong/handler.rs", 11))
+                assert store.evidence_for_commits(project, None, [C2, C1])
+        finally:
+            conn.pgconn.untrace()
+    sent = [line.split("\t") for line in log.read_text().splitlines()]
+    trips = [f for f in sent if len(f) > 3 and f[1] == "F" and f[3] in ("Sync", "Query")]
+    assert len(trips) == 20, log.read_text()[:2000]
+    assert store._connector.read(lambda c: c) is conn  # the same connection all along
+
+
+def test_a_read_on_a_connection_gone_is_run_again(
+    store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    """Connections are not checked when taken: a read whose connection the server dropped
+    runs once more on a fresh one, and the caller sees only the answer."""
+    batch, _ = graph(project)
+    store.insert_batch(batch)
+    pid = _server_pid(store)
+    with psycopg.connect(store_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    [found] = store.evidence_at_line(project, REPO, C2, "src/kong/handler.rs", 11)
+    assert found.anchor == batch.anchors[1]
+    assert _server_pid(store) != pid
