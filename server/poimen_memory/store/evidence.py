@@ -109,8 +109,11 @@ class EvidenceReads:
             if last is not None:
                 after = _key_of(last, dated=selector == "anchors_author")
         seen: dict[str, MemoryNode] = {}
+        # A node's ancestors come with its first row only: read once, shared by its others.
+        above = {row["sha256"]: row["ancestors"] for row in rows if row["ancestors"] is not None}
+        walked: dict[str, tuple[tuple[MemoryNode, int], ...]] = {}
         found = (
-            _evidence_from_row(project, row, seen)
+            _evidence_from_row(project, row, seen, above, walked)
             for row in rows
             if row["k"] <= limit and row["sha256"] is not None and row["commit_found"] is not None
         )
@@ -380,9 +383,14 @@ def _stored_timestamp(value: object) -> datetime | None:
 
 
 def _evidence_from_row(
-    project: ProjectId, row: dict[str, Any], seen: dict[str, MemoryNode]
+    project: ProjectId,
+    row: dict[str, Any],
+    seen: dict[str, MemoryNode],
+    above: dict[str, list[dict[str, Any]]],
+    walked: dict[str, tuple[tuple[MemoryNode, int], ...]],
 ) -> Evidence | None:
-    """One row of the evidence query; ``seen`` shares the nodes met in earlier rows. None when
+    """One row of the evidence query; ``seen`` shares the nodes met in earlier rows, ``above``
+    holds each node's ancestors as the query sent them, ``walked`` the same read. None when
     its node cannot be read back (``readable_node``); an unreadable ancestor is left out."""
     repo = RepoId(row["repo"])
     commit = CommitSha(row["commit_sha"])
@@ -392,22 +400,10 @@ def _evidence_from_row(
         if node is None:
             return None
         seen[row["sha256"]] = node
-    ancestors = []
-    for a in row["ancestors"]:
-        ancestor = seen.get(a["sha256"])
-        if ancestor is None:
-            ancestor = readable_node(
-                {
-                    **a,
-                    "project": row["project"],
-                    "parents": a.get("parents") or (),
-                    "created_at": _stored_timestamp(a["created_at"]),
-                }
-            )
-            if ancestor is None:
-                continue
-            seen[a["sha256"]] = ancestor
-        ancestors.append((ancestor, int(a["depth"])))
+    ancestors = walked.get(row["sha256"])
+    if ancestors is None:
+        ancestors = _ancestors(row["project"], above.get(row["sha256"], []), seen)
+        walked[row["sha256"]] = ancestors
     return Evidence(
         anchor=Anchor(
             project, node.sha256, repo, commit, row["file"], row["line_start"], row["line_end"]
@@ -421,5 +417,28 @@ def _evidence_from_row(
             author_date=row["author_date"],
         ),
         node=node,
-        ancestors=tuple(ancestors),
+        ancestors=ancestors,
     )
+
+
+def _ancestors(
+    project: str, sent: list[dict[str, Any]], seen: dict[str, MemoryNode]
+) -> tuple[tuple[MemoryNode, int], ...]:
+    """The nodes above one node, as the evidence query sent them, with their depths."""
+    out = []
+    for a in sent:
+        ancestor = seen.get(a["sha256"])
+        if ancestor is None:
+            ancestor = readable_node(
+                {
+                    **a,
+                    "project": project,
+                    "parents": a.get("parents") or (),
+                    "created_at": _stored_timestamp(a["created_at"]),
+                }
+            )
+            if ancestor is None:
+                continue
+            seen[a["sha256"]] = ancestor
+        out.append((ancestor, int(a["depth"])))
+    return tuple(out)

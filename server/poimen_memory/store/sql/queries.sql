@@ -87,8 +87,9 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
 -- in its order (a numbering without an order of its own keeps its input's). Every chosen
 -- row comes back, the first %(page)s with their commit, their L0 node and every node above
 -- that node (nearest first, each with the nodes directly above it: the edges among them),
--- walked once per node however many anchors it has; a row past %(page)s only says that
--- more follow. Rows without their commit or node have NULLs there.
+-- walked once per node however many anchors it has and sent with the node's first row only
+-- (NULL on its others); a row past %(page)s only says that more follow. Rows without their
+-- commit or node have NULLs there.
 WITH chosen AS MATERIALIZED (
     SELECT s.*, row_number() OVER () AS k
     FROM (
@@ -126,7 +127,8 @@ up AS (
 SELECT ch.k, ch.node_sha256, ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
        c.commit_sha AS commit_found, c.message, c.author_name, c.author_email, c.author_date,
        n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at,
-       coalesce(up.ancestors, '[]'::jsonb) AS ancestors
+       CASE WHEN row_number() OVER (PARTITION BY ch.node_sha256 ORDER BY ch.k) = 1
+            THEN coalesce(up.ancestors, '[]'::jsonb) END AS ancestors
 FROM chosen ch
 LEFT JOIN git_commit c
   ON ch.k <= %(page)s
