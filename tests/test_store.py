@@ -406,3 +406,36 @@ def test_a_read_on_a_connection_gone_is_run_again(
     [found] = store.evidence_at_line(project, REPO, C2, "src/kong/handler.rs", 11)
     assert found.anchor == batch.anchors[1]
     assert _server_pid(store) != pid
+
+
+def test_a_new_connection_has_the_hot_statements_prepared(store_dsn: str) -> None:
+    """Hovers and lenses find their statements prepared (and the server's caches of the
+    schema filled) on a connection the pool just opened: the start did it, not the request."""
+    fresh = Store(store_dsn)
+    try:
+        assert fresh._connector.warm_up()
+        prepared = fresh._connector.read(
+            lambda conn: [r["statement"] for r in conn.execute(
+                "SELECT statement FROM pg_prepared_statements"
+            ).fetchall()]
+        )  # fmt: skip
+    finally:
+        fresh.close()
+    assert any("-- CHOSEN" not in s and "chosen AS MATERIALIZED" in s for s in prepared)
+    assert any("The code lenses of a blamed file" in s for s in prepared)
+    assert any("file_may_have_memories" in s or "could find any memory" in s for s in prepared)
+
+
+def test_the_dsn_s_own_options_are_kept(store_dsn: str) -> None:
+    """The store adds its settings to a connection's options; those the DSN gives win."""
+    fresh = Store(f"{store_dsn} options='-c work_mem=7MB -c jit=on'")
+    try:
+        shown = fresh._connector.read(
+            lambda conn: [
+                conn.execute(f"SHOW {name}").fetchone()[name]  # type: ignore[index]
+                for name in ("work_mem", "jit", "plan_cache_mode")
+            ]
+        )
+    finally:
+        fresh.close()
+    assert shown == ["7MB", "on", "force_custom_plan"]

@@ -217,9 +217,11 @@ class EditorLookups:
         history: int = 0,
     ) -> LookupResult | None:
         """The answer of a hover from the line's blame origin, remembered per origin (and
-        ``history``); None when it has no memories."""
-        blamer.warm(rel, head)
+        ``history``); None when it has no memories. The whole file's blame, for the next
+        hovers, is started once the answer is known: reading it in holds the interpreter, and
+        this answer should not wait for that."""
         if origin is None:
+            blamer.warm(rel, head)
             return None
         scope = project or self._core.project_for_repo(repo_id)
         key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line, history)
@@ -229,4 +231,5 @@ class EditorLookups:
                 FileAt(scope, repo_id, blamer, rel, head), origin, line, head_line, history
             ),
         )
+        blamer.warm(rel, head)
         return result if result is not None and result.memories else None

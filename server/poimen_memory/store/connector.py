@@ -20,6 +20,7 @@ their parameters (see ``options``). Writes run in one transaction each.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
@@ -42,6 +44,8 @@ __all__ = ["Connection", "Connector", "StoreRejected"]
 Connection = psycopg.Connection[DictRow]
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 # SQLSTATE classes of data the server refuses: data exception, program limit exceeded.
 _REFUSED_CLASSES = ("22", "54")
 # SQLSTATEs of a connection that is gone: connection exception, and the server shutting down.
@@ -55,6 +59,15 @@ class _Lost(StoreUnavailable):
 class StoreRejected(ContentError):
     """The store answered but refused the data of a statement (a value over one of Postgres's
     limits, out of range, ...): bad input for this store, never "unreachable"."""
+
+
+def _dsn_options(dsn: str) -> str:
+    """The ``options`` a connection string gives (empty when none, or when it cannot be
+    parsed: connecting then says why)."""
+    try:
+        return str(conninfo.conninfo_to_dict(dsn).get("options") or "")
+    except psycopg.ProgrammingError:
+        return ""
 
 
 def _reason(exc: psycopg.Error) -> str:
@@ -75,6 +88,7 @@ class Connector:
         statement_timeout_ms: int | None,
         lazy: bool,
         retry_interval: float,
+        warm: Callable[[Connection], None] | None = None,
     ) -> None:
         """Connect (failing within ``timeout`` seconds with StoreUnavailable, unless ``lazy``);
         the defaults and their meaning are ``Store``'s."""
@@ -82,12 +96,15 @@ class Connector:
         self.timeout = timeout
         self.max_size = max_size
         self.retry_interval = retry_interval
+        self._warm = warm
         # A prepared statement is planned for its parameters each time: after five runs
         # Postgres would otherwise settle on a generic plan, which for the lookups (ranges
         # bounded by a subquery, a walk per node) measured five times slower than a custom one.
         options = "-c jit=off -c plan_cache_mode=force_custom_plan"
         if statement_timeout_ms is not None:
             options += f" -c statement_timeout={int(statement_timeout_ms)}"
+        # The DSN's own options come last, so a setting the user gave there wins.
+        options = f"{options} {_dsn_options(dsn)}".strip()
         self._kwargs: dict[str, Any] = {
             "connect_timeout": max(2, int(timeout)),
             "row_factory": dict_row,
@@ -117,7 +134,7 @@ class Connector:
                 max_size=self.max_size,
                 timeout=self.timeout,
                 kwargs=self._kwargs,
-                configure=register_domain_types,
+                configure=self._configure,
                 open=False,
                 name="poimen-memory",
             )
@@ -131,6 +148,18 @@ class Connector:
             raise
         self._pool = pool
         self._schema_checked = float("-inf")
+
+    def _configure(self, conn: Connection) -> None:
+        """A new pooled connection: domain types registered, then (in the pool's worker, off
+        any request's path) the hot statements run once, so the first lookup on it finds the
+        server's caches of the schema filled and its statements prepared."""
+        register_domain_types(conn)
+        if self._warm is None:
+            return
+        try:
+            self._warm(conn)
+        except psycopg.Error as exc:  # no schema yet, a role that may not read: said later
+            log.debug("connection not warmed: %s", exc)
 
     def _require_schema(self, conn: Connection) -> None:
         """SchemaMissing unless the database has the schema this version uses: looked at on

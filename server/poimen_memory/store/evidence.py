@@ -26,11 +26,12 @@ from poimen_memory.domain import (
     Sha256Hash,
     parse_timestamp,
 )
-from poimen_memory.store.connector import Connector
+from poimen_memory.domain.ids import trusted
+from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import evidence_query, query
 from poimen_memory.store.reads import readable_node
 
-__all__ = ["MAX_ANCHORS", "Evidence", "EvidencePage", "EvidenceReads", "Run"]
+__all__ = ["MAX_ANCHORS", "Evidence", "EvidencePage", "EvidenceReads", "Run", "warm_connection"]
 
 # Bound on anchors one lookup returns, so one request cannot pull a whole project.
 MAX_ANCHORS = 10_000
@@ -323,6 +324,22 @@ class EvidenceReads:
             "commits_by_prefix", {"project": project, "repo": repo, "prefix": prefix}
         )
         return [CommitSha(r["commit_sha"]) for r in rows]
+
+
+def warm_connection(conn: Connection) -> None:
+    """Run the statements of hovers and code lenses once on a new connection, asking for
+    what cannot exist (a project named ''), with the same types of parameters as a lookup:
+    prepared, and the server's caches of the schema filled, before a request needs them."""
+    nobody = trusted(ProjectId, "")
+    where = {"project": nobody, "repo": RepoId("none.invalid/none"), "file": ""}
+    commit = CommitSha("0" * 40)
+    line = {**where, "commit_sha": commit, "line": 1, "max_anchors": 2, "page": 1}
+    conn.execute(evidence_query("anchors_line"), line, prepare=True).fetchall()
+    conn.execute(query("file_may_have_memories"), {**where, "hashes": None}, prepare=True)
+    conn.execute(query("pending_files"), where, prepare=True).fetchall()
+    runs = {"commits": [commit], "files": [""], "orig_starts": [1], "starts": [1], "lengths": [1]}
+    conn.execute(query("lens_blocks"), {**where, **runs}, prepare=True).fetchall()
+    conn.execute(query("commits_by_sha"), {**where, "commits": [commit]}, prepare=True)
 
 
 def _key_of(row: dict[str, Any], *, dated: bool = False) -> dict[str, Any]:

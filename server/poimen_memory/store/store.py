@@ -12,7 +12,7 @@ from poimen_memory.store.blames import (
 )
 from poimen_memory.store.connection import CONNECT_TIMEOUT_S, StoreUnavailable
 from poimen_memory.store.connector import Connector
-from poimen_memory.store.evidence import Evidence
+from poimen_memory.store.evidence import Evidence, warm_connection
 from poimen_memory.store.pending import PendingReads
 from poimen_memory.store.reads import NodeReads, StoreStatus, WalkedNode
 from poimen_memory.store.rewrites import Alias, Candidate, RewriteReads
@@ -68,6 +68,7 @@ class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore, PendingReads)
             statement_timeout_ms=statement_timeout_ms,
             lazy=lazy,
             retry_interval=retry_interval,
+            warm=warm_connection,
         )
 
     @property
