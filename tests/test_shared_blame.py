@@ -140,7 +140,7 @@ def test_a_row_the_readers_repository_does_not_vouch_for_is_not_used(
         # The store refuses such a row; a reader given one anyway refuses it too.
         blamer_b.shared = type("Fake", (), {
             "get": lambda self, *a: row, "commits_with": lambda self, *a: set(),
-            "put": lambda self, r: None})()  # fmt: skip
+            "has_path": lambda self, *a: True, "put": lambda self, r: None})()  # fmt: skip
     else:
         blamer_b.shared = StoreSharedBlames(SharedBlameGate(store), lambda: project, shared.repo)
     found, source = blamer_b.blame_known(rel_b)
@@ -297,6 +297,42 @@ def test_a_hover_line_whose_commit_this_clone_lacks_is_blamed_by_git(
     _, blamer_b, rel_b = b.locate(theirs.root / FILE)
     blamer_b.shared = type("Fake", (), {
         "get": lambda self, *a: forged, "commits_with": lambda self, *a: set(),
-        "put": lambda self, r: None})()  # fmt: skip
+        "has_path": lambda self, *a: True, "put": lambda self, r: None})()  # fmt: skip
     truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
     assert blamer_b.origin(rel_b, 1) == truth.origin(1)
+
+
+def test_a_file_no_one_has_blamed_is_blamed_without_walking_its_history(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId
+) -> None:
+    """With the shared cache on and no blame of the file anywhere (here or in the store),
+    a whole-file blame and a cold hover run git blame alone: no walk of the file's history
+    for a checkpoint that cannot exist. Once the file is shared, another clone walks."""
+    mine = clone(str(origin.root), tmp_path / "mine")
+    log = tmp_path / "git-calls.log"
+    shim = tmp_path / "shim-git"
+    shim.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec git "$@"\n')
+    shim.chmod(0o755)
+
+    def walks() -> list[str]:
+        """The calls since the last look that walk history for checkpoints (``rev-list
+        --max-count=N``; the cache key's ``rev-list -1`` is not one)."""
+        calls = log.read_text().splitlines() if log.exists() else []
+        log.unlink(missing_ok=True)
+        return [c for c in calls if " rev-list " in f" {c} " and "--max-count=" in c]
+
+    a = checkouts_for(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / FILE)
+    blamer_a.repo.runner.git = str(shim)
+    assert blamer_a.origin(rel, 3) is not None
+    assert walks() == []
+    _, source = blamer_a.blame_known(rel)
+    assert source == "git"
+    assert walks() == []
+    a.flush()
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    b = checkouts_for(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    blamer_b.repo.runner.git = str(shim)
+    assert blamer_b.origin(rel_b, 3) is not None
+    assert walks() != []  # a blame of the file is known: worth a walk

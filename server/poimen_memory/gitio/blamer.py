@@ -168,8 +168,9 @@ class Blamer:
         with self._lock:
             if (path, at, line) in self._lines:
                 return self._lines[(path, at, line)]
-        if self.shared is not None or self.cache.has_path(
-            self._repo_key(), path, self.repo.blame_fingerprint()
+        if self.cache.has_path(self._repo_key(), path, self.repo.blame_fingerprint()) or (
+            self.shared is not None
+            and self.shared.has_path(path, self.repo.shared_blame_fingerprint())
         ):
             # A blame of this file is known somewhere: the line from it (a shared row, or
             # traced through the commits since an earlier blame) costs less than git's.

@@ -279,9 +279,10 @@ class BlameReuse:
         repo, cache = blamer.repo, blamer.cache
         fingerprint = repo.blame_fingerprint()
         local = cache.has_path(blamer._repo_key(), path, fingerprint)
-        if not local and blamer.shared is None:
-            return None
         shared_fp = repo.shared_blame_fingerprint()
+        # No blame of this file anywhere: no walk of its history for a checkpoint.
+        if not local and (blamer.shared is None or not blamer.shared.has_path(path, shared_fp)):
+            return None
         for depth in LADDER:
             if known is not None and depth == LADDER[0]:
                 candidates = known[:depth]

@@ -32,6 +32,9 @@ class SharedBlames(Protocol):
     def commits_with(self, path: str, fingerprint: str, commits: Sequence[str]) -> set[str]:
         """Which of ``commits`` have a row for (path, fingerprint)."""
 
+    def has_path(self, path: str, fingerprint: str) -> bool:
+        """Whether any commit has a row for (path, fingerprint) (True when it cannot tell)."""
+
     def put(self, row: SharedBlame) -> None:
         """Store a row (may be done later, in the background)."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId, Sha256Hash
+from poimen_memory.domain.ids import trusted
 from poimen_memory.gitio import Blame, BlameLine, Blamer
 from poimen_memory.lookup.core import FileAt, LookupCore
 from poimen_memory.lookup.located import LocatedLookups
@@ -33,8 +34,12 @@ class DocumentLenses:
         memories: list[LineMemory] = []
         for first, last, ids, *every in blocks:
             if every[0] is not None:  # the first block: every memory, by id from 1
+                # Values the store checked on the way in: not checked again, one by one.
                 memories = [
-                    LineMemory(Sha256Hash(node), Citation(repo_id, file, start, end, commits[sha]))
+                    LineMemory(
+                        trusted(Sha256Hash, node),
+                        Citation(repo_id, file, start, end, commits[sha]),
+                    )
                     for node, sha, file, start, end in zip(*every, strict=True)
                 ]
             on_block = tuple(memories[i - 1] for i in ids)

@@ -129,6 +129,19 @@ class StoreSharedBlames:
         except ValueError:
             return set()
 
+    def has_path(self, path: str, fingerprint: str) -> bool:
+        """Whether the store has a blame of ``path`` at any commit; False when the store
+        cannot answer (nothing would come of asking it further)."""
+        if not self.gate.open():
+            return False
+        try:
+            return self.gate.store.blame_of_path(self.project(), self.repo, path, fingerprint)
+        except (StoreUnavailable, psycopg.Error) as exc:
+            self.gate.failed(exc)
+            return False
+        except ValueError:
+            return False
+
     def put(self, row: SharedBlame) -> None:
         """Share a blame, in the background."""
         self.gate.enqueue(self.project(), self.repo, row)

@@ -335,6 +335,16 @@ class BlameCacheStore:
         )
         return {str(r["commit_sha"]) for r in rows}
 
+    def blame_of_path(self, project: ProjectId, repo: RepoId, path: str, fingerprint: str) -> bool:
+        """Whether any blame of ``path`` under ``fingerprint`` is stored (at any commit)."""
+        check_repo_path("path", path)
+        check_match("fingerprint", fingerprint, _FINGERPRINT, "32 lowercase hex digits")
+        rows = self._connector.fetch_all(
+            "blame_of_path",
+            {"project": project, "repo": repo, "path": path, "fingerprint": fingerprint},
+        )
+        return bool(rows and rows[0]["present"])
+
     def blame_cache_status(self) -> tuple[int, int]:
         """``(files, runs)`` the shared blame cache holds."""
         with self._connector.connection() as conn:

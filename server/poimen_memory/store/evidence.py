@@ -202,7 +202,7 @@ class EvidenceReads:
         }
         with self._connector.connection(read=True) as conn, conn.transaction():
             conn.execute(query("allow_slow_statements"))
-            with conn.cursor(row_factory=tuple_row) as cur:
+            with conn.cursor(row_factory=tuple_row, binary=True) as cur:
                 blocks: list[LensBlock] = cur.execute(query("lens_blocks"), params).fetchall()
             if not blocks:
                 return [], {}

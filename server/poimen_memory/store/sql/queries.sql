@@ -491,6 +491,12 @@ FROM blame_file
 WHERE project = %(project)s AND repo = %(repo)s AND path = %(path)s
   AND fingerprint = %(fingerprint)s AND commit_sha = ANY(%(commits)s::text[]);
 
+-- name: blame_of_path
+-- Whether any blame of (repo, path, fingerprint) is stored: one probe of the key's index.
+SELECT EXISTS (SELECT 1 FROM blame_file
+               WHERE project = %(project)s AND repo = %(repo)s AND path = %(path)s
+                 AND fingerprint = %(fingerprint)s) AS present;
+
 -- name: blame_evict_lock
 -- Only one process evicts at a time (two deleting the same rows in another order could
 -- deadlock); the others find the lock taken and leave it to that one.
