@@ -49,7 +49,8 @@ def test_a_file_without_memories_is_answered_without_a_blame(scene: Scene) -> No
     other = scene.repo.root / OTHER
     assert service.needs_blame(other)
     doc = service.document(DocumentRequest(file=str(other)))
-    assert doc is not None and doc.by_line == {}
+    assert doc is not None
+    assert doc.by_line == {}
     for line in (1, 10, 30):
         assert _hover_texts(service, other, line) == set()
     assert service.needs_blame(other), "a file with no memories was blamed"
@@ -57,7 +58,8 @@ def test_a_file_without_memories_is_answered_without_a_blame(scene: Scene) -> No
     app = scene.repo.root / APP
     assert _hover_texts(service, app, 6) == {LEASES}
     doc = service.document(DocumentRequest(file=str(app)))
-    assert doc is not None and set(doc.by_line) == {5, 6, 7}
+    assert doc is not None
+    assert set(doc.by_line) == {5, 6, 7}
     assert not service.needs_blame(app)
 
 
@@ -72,7 +74,8 @@ def test_a_renamed_file_keeps_its_memories(scene: Scene) -> None:
     renamed = repo.root / "src/renamed.rs"
     assert _hover_texts(service, renamed, 6) == {LEASES}
     doc = service.document(DocumentRequest(file=str(renamed)))
-    assert doc is not None and set(doc.by_line) == {5, 6, 7}
+    assert doc is not None
+    assert set(doc.by_line) == {5, 6, 7}
     assert _hover_texts(service, renamed, 3) == set()
 
 
@@ -88,7 +91,8 @@ def test_a_line_whose_text_a_memory_holds_elsewhere_is_blamed(scene: Scene) -> N
     other = repo.root / OTHER
     assert _hover_texts(service, other, 3) == set()
     doc = service.document(DocumentRequest(file=str(other)))
-    assert doc is not None and doc.by_line == {}
+    assert doc is not None
+    assert doc.by_line == {}
     assert not service.needs_blame(other), "a file holding an anchored text was not blamed"
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import string
-from pathlib import Path
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
