@@ -449,3 +449,44 @@ def test_detect_moves_keeps_the_origin_of_a_moved_block(tmp_path: Path) -> None:
     assert origin is not None
     assert origin.commit.value == original
     assert origin.orig_line == 1
+
+
+# -- blame as git finds the lines (--incremental) ---------------------------------------------
+
+
+def test_incremental_blame_is_the_porcelain_blame_entry_by_entry(tmp_path: Path) -> None:
+    """Blamed with its lines reported as git finds them, every file gives the blame the
+    porcelain output gives (commits, authors through .mailmap, original paths after a rename,
+    boundary marks in a shallow clone), and the entries cover each line once."""
+    kong = kong_repo(tmp_path / "kong")
+    kong.git("mv", "src/kong/buffer.rs", "src/kong/buffers.rs")
+    kong.set_line("src/kong/buffers.rs", 7, "// seven, renamed")
+    kong.commit("renamed", "Rename the buffer", BOB)
+    for n in (3, 30, 55):
+        kong.set_line("src/kong/buffers.rs", n, f"// changed {n}")
+        kong.commit(f"c{n}", f"Change {n}", ALICE if n % 2 else CAROL)
+    shallow = tmp_path / "shallow"
+    done = os.system(f"git clone -q --depth 2 file://{kong.root} {shallow} 2>/dev/null")
+    assert done == 0
+    for root in (kong.root, shallow):
+        repo = GitRepo.discover(root)
+        head = repo.head()
+        for path in ("src/kong/buffers.rs", "src/kong/handler.rs", "README.md", ".mailmap"):
+            entries: list[tuple[object, ...]] = []
+            streamed = repo.blame(path, head, on_entry=entries.append)
+            assert streamed == repo.blame(path, head), (root, path)
+            covered = sorted(e[3] + i for e in entries for i in range(int(e[4])))  # type: ignore[call-overload]
+            assert covered == list(range(1, len(streamed.lines) + 1))
+        moved = repo.blame("src/kong/buffers.rs", head, on_entry=lambda e: None)
+        assert {o.orig_path for o in moved.lines} == (
+            {"src/kong/buffer.rs", "src/kong/buffers.rs"} if root == kong.root else
+            {"src/kong/buffers.rs"}
+        )  # fmt: skip
+
+
+def test_incremental_blame_of_a_binary_file_is_refused(kong: FixtureRepo) -> None:
+    kong.write("logo.bin", "GIF89a\x00\x01\x02\nmore\n")
+    kong.commit("bin", "Add a logo", BOB)
+    repo = GitRepo.discover(kong.root)
+    with pytest.raises(BinaryFile):
+        repo.blame("logo.bin", repo.head(), on_entry=lambda e: None)

@@ -220,7 +220,15 @@ def test_lens_blocks_follow_the_rule(
     assert got.by_line == expected
     assert list(got.by_line) == list(expected)
 
-    blocks, _ = store.lens_blocks(project, REPO, _blame_runs(lines))
+    # Fed as blame finds lines: one line at a time, in an order of their own, each line a
+    # query of its own (a memory cited in several, each by its first anchor there).
+    stream = service._lenses.stream(project, REPO)
+    for o in sorted(lines, key=lambda o: (o.line * 7919) % 101):
+        stream.feed((o.commit, o.orig_path, o.orig_line, o.line, 1))
+        stream.flush()
+    assert stream.finish(blame) == expected
+
+    blocks = store.lens_blocks(project, REPO, _blame_runs(lines))
     spans = [(first, last) for first, last, *_ in blocks]
     assert spans == sorted(spans)
     # Blocks are maximal: neighbours either leave a gap or differ in memories.
@@ -231,4 +239,4 @@ def test_lens_blocks_follow_the_rule(
 
 
 def test_no_runs_no_blocks(store: Store) -> None:
-    assert store.lens_blocks(ProjectId("lens-none"), REPO, []) == ([], {})
+    assert store.lens_blocks(ProjectId("lens-none"), REPO, []) == []

@@ -1,6 +1,6 @@
 """Git behind one door: repository identity, blame (streamed, cached), line mapping, metadata."""
 
-from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
+from poimen_memory.gitio.blame import Blame, BlameCommit, BlameEntry, BlameLine
 from poimen_memory.gitio.blamer import Blamer
 from poimen_memory.gitio.cache import BlameCache, CacheKey
 from poimen_memory.gitio.errors import (
@@ -33,6 +33,7 @@ __all__ = [
     "Blame",
     "BlameCache",
     "BlameCommit",
+    "BlameEntry",
     "BlameLine",
     "Blamer",
     "CacheKey",

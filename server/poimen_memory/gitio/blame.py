@@ -1,16 +1,26 @@
-"""Blame records and the parser of ``git blame --porcelain`` output, read as it streams."""
+"""Blame records and the parsers of ``git blame --porcelain`` and ``--incremental`` output,
+read as it streams."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.errors import BinaryFile, GitFailed
 
-__all__ = ["Blame", "BlameCommit", "BlameLine", "c_unquote", "differences", "parse_porcelain"]
+__all__ = [
+    "Blame",
+    "BlameCommit",
+    "BlameEntry",
+    "BlameLine",
+    "c_unquote",
+    "differences",
+    "parse_incremental",
+    "parse_porcelain",
+]
 
 _HEADER = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) (\d+) (\d+)(?: (\d+))?$")
 
@@ -154,6 +164,58 @@ def parse_porcelain(
     if pending is not None:
         raise GitFailed("git blame: output ended in the middle of an entry")
     return Blame(path=path, rev=rev, lines=tuple(out), commits=commits, complete=complete)
+
+
+BlameEntry = tuple[CommitSha, str, int, int, int]
+"""Lines blame has found: ``(commit, original path, first original line, first line,
+count)``, consecutive lines from as many consecutive lines of that path at that commit."""
+
+
+def parse_incremental(
+    lines: Iterable[bytes],
+    path: str,
+    rev: CommitSha,
+    on_entry: Callable[[BlameEntry], None] | None = None,
+) -> Blame:
+    """Parse ``git blame --incremental`` output (raw lines, newline included): the same
+    whole-file blame as ``parse_porcelain`` gives, each entry passed to ``on_entry`` as git
+    finds it (most of a file's lines are known long before the last). An entry is its
+    header, the commit's details the first time the commit appears, and ``filename``."""
+    commits: dict[CommitSha, BlameCommit] = {}
+    found: dict[int, BlameLine] = {}
+    info: dict[bytes, bytes] = {}
+    entry: tuple[CommitSha, int, int, int] | None = None
+    for raw in lines:
+        line = raw.rstrip(b"\n")
+        if entry is None:
+            header = _HEADER.match(line)
+            if header is None or header.group(4) is None:
+                raise GitFailed("git blame: an incremental entry without its header")
+            sha = CommitSha(header.group(1).decode("ascii"))
+            entry = (sha, int(header.group(2)), int(header.group(3)), int(header.group(4)))
+            info = {}
+            continue
+        key, _, value = line.partition(b" ")
+        if key != b"filename":
+            info[key] = value
+            continue
+        commit, orig, first, count = entry
+        if commit not in commits:
+            commits[commit] = _commit(commit, info)
+        name = decode_path(value)
+        for i in range(count):
+            if first + i in found:
+                raise GitFailed(f"git blame: line {first + i} reported twice")
+            found[first + i] = BlameLine(first + i, commit, name, orig + i)
+        if on_entry is not None:
+            on_entry((commit, name, orig, first, count))
+        entry = None
+    if entry is not None:
+        raise GitFailed("git blame: output ended in the middle of an entry")
+    if sorted(found) != list(range(1, len(found) + 1)):
+        raise GitFailed("git blame: the incremental output left lines out")
+    ordered = tuple(found[n] for n in range(1, len(found) + 1))
+    return Blame(path=path, rev=rev, lines=ordered, commits=commits, complete=True)
 
 
 # The commit dates every reader can hold: git writes any number (a forged commit, or

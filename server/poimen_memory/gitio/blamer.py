@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 
 from cachetools import LRUCache
 
 from poimen_memory.domain import CommitSha
-from poimen_memory.gitio.blame import Blame, BlameLine
+from poimen_memory.gitio.blame import Blame, BlameEntry, BlameLine
 from poimen_memory.gitio.cache import (
     FILE_TEXTS,
     LAST_COMMITS,
@@ -125,13 +126,24 @@ class Blamer:
         """The whole-file blame if it is cached (memory or disk); never runs a blame."""
         return self.cache.get(self.key(path, rev), rev)
 
-    def blame_file(self, path: str, rev: CommitSha | None = None) -> Blame:
+    def blame_file(
+        self,
+        path: str,
+        rev: CommitSha | None = None,
+        on_entry: Callable[[BlameEntry], None] | None = None,
+    ) -> Blame:
         """The whole-file blame of ``path`` at ``rev`` (HEAD by default): from the local
         cache, else the shared one, else from the nearest cached ancestor's blame and the
-        commits since (identical to git's), else from ``git blame``; then cached."""
-        return self.blame_known(path, rev)[0]
+        commits since (identical to git's), else from ``git blame``; then cached. When git
+        blames it, ``on_entry`` gets each entry as git finds it (else it is never called)."""
+        return self.blame_known(path, rev, on_entry)[0]
 
-    def blame_known(self, path: str, rev: CommitSha | None = None) -> tuple[Blame, str]:
+    def blame_known(
+        self,
+        path: str,
+        rev: CommitSha | None = None,
+        on_entry: Callable[[BlameEntry], None] | None = None,
+    ) -> tuple[Blame, str]:
         """blame_file() and where the answer came from: ``cache``, ``shared``,
         ``incremental`` or ``git`` (``mem blame`` shows it)."""
         at = self.repo.head() if rev is None else rev
@@ -139,18 +151,20 @@ class Blamer:
         hit = self.cache.get(key, at)
         if hit is not None:
             return hit, "cache"
-        blame, source = self._compute(path, key.commit)
+        blame, source = self._compute(path, key.commit, on_entry)
         self.cache.put(key, blame)
         if source != "shared":
             self._reuse.share(blame)
         return self.cache.get(key, at) or blame, source
 
-    def _compute(self, path: str, last: CommitSha) -> tuple[Blame, str]:
+    def _compute(
+        self, path: str, last: CommitSha, on_entry: Callable[[BlameEntry], None] | None
+    ) -> tuple[Blame, str]:
         known = self._reuse.known(path, last)
         if known is not None:
             return known
         self.sources["git"] += 1
-        return self.repo.blame(path, last), "git"
+        return self.repo.blame(path, last, on_entry=on_entry), "git"
 
     def origin(
         self, path: str, line: int, rev: CommitSha | None = None, *, warm: bool = False

@@ -1,17 +1,18 @@
-"""One run of ``git blame --porcelain``: its arguments (every line range checked first), the
-output parsed as it streams, and what a failure means in our errors.
+"""One run of ``git blame --porcelain`` (or, for a whole file whose lines are wanted as git
+finds them, ``--incremental``): its arguments (every line range checked first), the output
+parsed as it streams, and what a failure means in our errors.
 
 GitRepo.blame runs it with the repository's blame settings; only GitError subclasses leave.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from poimen_memory.domain import CommitSha
-from poimen_memory.gitio.blame import Blame, parse_porcelain
+from poimen_memory.gitio.blame import Blame, BlameEntry, parse_incremental, parse_porcelain
 from poimen_memory.gitio.errors import BinaryFile, GitError, GitFailed, UnsafeArgument, Untracked
 from poimen_memory.gitio.runner import GitRunner, check_not_option, finish_stream
 
@@ -22,12 +23,18 @@ LineRanges = tuple[int, int] | Sequence[tuple[int, int]]
 
 
 def blame_args(
-    settings: Sequence[str], rev: CommitSha, path: str, lines: LineRanges | None
+    settings: Sequence[str],
+    rev: CommitSha,
+    path: str,
+    lines: LineRanges | None,
+    *,
+    incremental: bool = False,
 ) -> list[str]:
     """The argument list of a blame of ``path`` at ``rev`` with the options ``settings``: of
-    the whole file (``lines`` None), one range or several."""
+    the whole file (``lines`` None), one range or several; ``incremental``: entries as git
+    finds them (``--incremental``) rather than all at the end, in order (``--porcelain``)."""
     check_not_option("file", path)
-    args = ["blame", "--porcelain", *settings]
+    args = ["blame", "--incremental" if incremental else "--porcelain", *settings]
     if lines is not None and len(lines) == 0:
         raise UnsafeArgument("line: no lines to blame")
     ranges: Sequence[object] = (
@@ -65,13 +72,18 @@ def run_blame(
     rev: CommitSha,
     *,
     complete: bool,
+    on_entry: Callable[[BlameEntry], None] | None = None,
 ) -> Blame:
-    """The blame ``args`` (from blame_args) asks for, parsed as git writes it; a missing path
-    or commit is Untracked, a range past the end of the file UnsafeArgument."""
+    """The blame ``args`` (from blame_args) asks for, parsed as git writes it (incremental
+    output, each entry passed to ``on_entry``, when the args ask for it); a missing path or
+    commit is Untracked, a range past the end of the file UnsafeArgument."""
     with runner.stream(root, args, config=config) as proc:
         assert proc.stdout is not None
         try:
-            result = parse_porcelain(proc.stdout, path, rev, complete=complete)
+            if "--incremental" in args[:2]:
+                result = parse_incremental(proc.stdout, path, rev, on_entry)
+            else:
+                result = parse_porcelain(proc.stdout, path, rev, complete=complete)
         except BinaryFile:
             raise
         except GitFailed:

@@ -8,10 +8,11 @@ every blame question through it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from poimen_memory.domain import CommitSha
-from poimen_memory.gitio.blame import Blame
+from poimen_memory.gitio.blame import Blame, BlameEntry
 from poimen_memory.gitio.blameconfig import BlameConfig, BlameSettings
 from poimen_memory.gitio.blamerun import LineRanges, blame_args, mark_shallow, run_blame
 from poimen_memory.gitio.errors import BinaryFile, GitError
@@ -74,11 +75,13 @@ class BlameRunner:
         except GitError:
             return None
 
-    def args(self, rev: CommitSha, path: str, lines: LineRanges | None) -> list[str]:
+    def args(
+        self, rev: CommitSha, path: str, lines: LineRanges | None, *, incremental: bool = False
+    ) -> list[str]:
         """The argument list of a blame of ``path`` at ``rev``: of the whole file, one range
-        or several."""
+        or several (``incremental``: entries as git finds them)."""
         check_not_option("file", path)
-        return blame_args(self.settings().args, rev, path, lines)
+        return blame_args(self.settings().args, rev, path, lines, incremental=incremental)
 
     def by_diff(self) -> bool:
         """Whether blame attributes every line a (non-merge) commit added to that commit: no
@@ -87,14 +90,27 @@ class BlameRunner:
             a.startswith("--ignore-revs-file=") for a in self.settings().args
         )
 
-    def blame(self, path: str, rev: CommitSha, lines: LineRanges | None) -> Blame:
+    def blame(
+        self,
+        path: str,
+        rev: CommitSha,
+        lines: LineRanges | None,
+        on_entry: Callable[[BlameEntry], None] | None = None,
+    ) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``), parsed as it streams;
-        BinaryFile for a whole file git finds no lines in because it is binary."""
+        BinaryFile for a whole file git finds no lines in because it is binary. With
+        ``on_entry`` (whole files only), git reports lines as it finds them, each entry
+        passed on; the file is then looked at for binary content (the lines' text is not
+        read)."""
         repo = self._repo
-        args = repo.blame_args(rev, path, lines)
+        incremental = on_entry is not None and lines is None
+        args = repo.blame_args(rev, path, lines, incremental=incremental)
         config = self.settings().config
-        result = run_blame(repo.runner, repo.root, args, config, path, rev, complete=lines is None)
-        if lines is None and not result.lines and self._looks_binary(rev, path):
+        result = run_blame(
+            repo.runner, repo.root, args, config, path, rev,
+            complete=lines is None, on_entry=on_entry if incremental else None,
+        )  # fmt: skip
+        if lines is None and (incremental or not result.lines) and self._looks_binary(rev, path):
             raise BinaryFile(f"{path} is a binary file")
         shallow = read_regular_file(repo.root, (repo.common_dir or repo.root / ".git") / "shallow")
         return mark_shallow(result, shallow)

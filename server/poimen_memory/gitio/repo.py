@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from poimen_memory.domain import CommitInfo, CommitSha, ContentError, RepoId
-from poimen_memory.gitio.blame import Blame
+from poimen_memory.gitio.blame import Blame, BlameEntry
 from poimen_memory.gitio.blameconfig import config_values
 from poimen_memory.gitio.blamerun import LineRanges
 from poimen_memory.gitio.blamerunner import BlameRunner, looks_binary
@@ -393,10 +393,12 @@ class GitRepo:
 
     # -- blame ----------------------------------------------------------------------------
 
-    def blame_args(self, rev: CommitSha, path: str, lines: LineRanges | None) -> list[str]:
+    def blame_args(
+        self, rev: CommitSha, path: str, lines: LineRanges | None, *, incremental: bool = False
+    ) -> list[str]:
         """The argument list of a blame of the whole file, one range or several (exposed so
-        benchmarks run the very same command)."""
-        return self._blames.args(rev, path, lines)
+        benchmarks run the very same command); ``incremental``: entries as git finds them."""
+        return self._blames.args(rev, path, lines, incremental=incremental)
 
     def config_values(self, section: str, option: str) -> tuple[str, ...]:
         """Every value of ``section.option`` in the repository's configuration, in order."""
@@ -429,10 +431,16 @@ class GitRepo:
         """blame_settings() as text: part of every blame cache key."""
         return self._blames.settings().fingerprint
 
-    def blame(self, path: str, rev: CommitSha, lines: LineRanges | None = None) -> Blame:
+    def blame(
+        self,
+        path: str,
+        rev: CommitSha,
+        lines: LineRanges | None = None,
+        on_entry: Callable[[BlameEntry], None] | None = None,
+    ) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``: one range or several),
-        parsed as it streams."""
-        return self._blames.blame(path, rev, lines)
+        parsed as it streams; ``on_entry`` (whole file) gets each entry as git finds it."""
+        return self._blames.blame(path, rev, lines, on_entry)
 
     def is_binary(self, data: bytes) -> bool:
         """git's heuristic: a NUL byte near the start."""

@@ -117,11 +117,17 @@ class EditorLookups:
         def compute() -> DocumentMemories | None:
             if self._core.quiet(scope, repo_id, blamer, rel, head):
                 return DocumentMemories(repo_id, rel, {})  # nothing to find: no blame
+            # The store works on the lines blame has found while it finds the rest.
+            stream = self._lenses.stream(scope, repo_id)
             try:
-                blame = blamer.blame_file(rel, head)
+                blame = blamer.blame_file(rel, head, on_entry=stream.feed)
             except GitError:
+                stream.cancel()
                 return None
-            return self._lenses.for_document(scope, repo_id, blame, blamer)
+            except BaseException:
+                stream.cancel()
+                raise
+            return self._lenses.complete(stream, scope, repo_id, blame, blamer)
 
         doc = self._core.documents.get_or_compute((scope, repo_id, rel, head), compute)
         if doc is None:

@@ -181,13 +181,14 @@ class EvidenceReads:
 
     def lens_blocks(
         self, project: ProjectId, repo: RepoId, runs: Iterable[BlameRun]
-    ) -> tuple[list[LensBlock], dict[str, CommitInfo]]:
-        """The code lenses of a blamed file, worked out by the query (``lens_blocks``): one
+    ) -> list[LensBlock]:
+        """The code lenses of blamed lines, worked out by the query (``lens_blocks``): one
         row per block of consecutive current lines with the same memories, by id (every
-        memory in full in the first); and the memories' commits, once each. No node text."""
+        memory in full in the first). No node text, no commits (``commits_by_sha``). Runs
+        may come a part at a time: each block holds lines of the runs it was given."""
         unique = list(dict.fromkeys(runs))
         if not unique:
-            return [], {}
+            return []
         commits, files, orig_starts, starts, lengths = (
             list(part) for part in zip(*unique, strict=True)
         )
@@ -204,14 +205,18 @@ class EvidenceReads:
             conn.execute(query("allow_slow_statements"))
             with conn.cursor(row_factory=tuple_row, binary=True) as cur:
                 blocks: list[LensBlock] = cur.execute(query("lens_blocks"), params).fetchall()
-            if not blocks:
-                return [], {}
-            shas = list(dict.fromkeys(blocks[0][4] or ()))
-            found = conn.execute(
-                query("commits_by_sha"), {"project": project, "repo": repo, "commits": shas}
-            ).fetchall()
-        by_sha = {r["commit_sha"]: _commit_info(repo, r) for r in found}
-        return blocks, {sha: by_sha[sha] for sha in shas}
+        return blocks
+
+    def commits_by_sha(
+        self, project: ProjectId, repo: RepoId, shas: Iterable[str]
+    ) -> dict[str, CommitInfo]:
+        """The stored commits among ``shas`` of ``repo`` (who and when: what lenses show)."""
+        wanted = list(dict.fromkeys(shas))
+        if not wanted:
+            return {}
+        params = {"project": project, "repo": repo, "commits": wanted}
+        found = self._connector.fetch_all("commits_by_sha", params)
+        return {r["commit_sha"]: _commit_info(repo, r) for r in found}
 
     def evidence_for_commits(
         self,
