@@ -46,7 +46,9 @@ class LensStream:
         self._busy = False  # a batch is taken or waiting: flush() waits for it
         self._hurry = False
         # Written by one thread at a time (the worker, else the caller once it has ended).
-        self._keys: dict[int, tuple[_Key, ...]] = {}
+        # line -> (its memories' keys, the memories as made then); keys made again later.
+        self._lines: dict[int, tuple[tuple[_Key, ...], tuple[LineMemory, ...]]] = {}
+        self._stale: set[_Key] = set()
         self._cited: dict[_Key, tuple[str, int, int]] = {}
         self._commits: dict[str, CommitInfo] = {}
         self._memory: dict[_Key, LineMemory] = {}
@@ -91,6 +93,7 @@ class LensStream:
     def _merge(self, blocks: Iterable[LensBlock]) -> None:
         keys: list[_Key] = []
         changed: list[_Key] = []
+        blocks_keys: list[tuple[int, int, tuple[_Key, ...]]] = []
         for first, last, ids, nodes, commits, files, starts, ends in blocks:
             if nodes is not None:  # the first block: every memory of the batch, by id
                 assert commits is not None
@@ -104,19 +107,25 @@ class LensStream:
                     if known is None or cited < known:
                         self._cited[key] = cited
                         changed.append(key)
-            on_block = tuple(keys[i - 1] for i in ids)
-            self._keys.update(dict.fromkeys(range(first, last + 1), on_block))
+            blocks_keys.append((first, last, tuple(keys[i - 1] for i in ids)))
         # Each memory as lenses show it, made as its batch comes (while blame runs), again
-        # only when a later batch cites it by an earlier anchor.
+        # only when a later batch cites it by an earlier anchor (then the lines showing it
+        # are made again at the end).
         unknown = {sha for _, sha in changed if sha not in self._commits}
         if unknown:
             self._commits.update(self._store.commits_by_sha(self._project, self._repo_id, unknown))
         for key in changed:
             file, start, end = self._cited[key]
+            if key in self._memory:
+                self._stale.add(key)
             self._memory[key] = LineMemory(
                 trusted(Sha256Hash, key[0]),  # checked by the store on the way in
                 Citation(self._repo_id, file, start, end, self._commits[key[1]]),
             )
+        memory = self._memory
+        for first, last, on_block in blocks_keys:
+            shown = (on_block, tuple(memory[k] for k in on_block))
+            self._lines.update(dict.fromkeys(range(first, last + 1), shown))
 
     def flush(self) -> None:
         """Wait until every entry fed so far is merged (or a query failed)."""
@@ -150,15 +159,17 @@ class LensStream:
             self._merge(
                 self._store.lens_blocks(self._project, self._repo_id, blame_runs(blame.lines))
             )
-        memory = self._memory
-        shared: dict[int, tuple[LineMemory, ...]] = {}  # one tuple per block, as built
+        stale = self._stale
         by_line: dict[int, tuple[LineMemory, ...]] = {}
-        for line in sorted(self._keys):
-            keys = self._keys[line]
-            found = shared.get(id(keys))
-            if found is None:
-                found = shared[id(keys)] = tuple(memory[k] for k in keys)
-            by_line[line] = found
+        remade: dict[int, tuple[LineMemory, ...]] = {}  # one tuple per block, as built
+        for line in sorted(self._lines):
+            keys, shown = self._lines[line]
+            if stale and not stale.isdisjoint(keys):
+                again = remade.get(id(keys))
+                if again is None:
+                    again = remade[id(keys)] = tuple(self._memory[k] for k in keys)
+                shown = again
+            by_line[line] = shown
         return by_line
 
 
