@@ -13,8 +13,11 @@ reach git on stdin or as validated hex, never as options. Only GitError subclass
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.diffs import line_hash
@@ -26,6 +29,8 @@ from poimen_memory.gitio.runner import finish_stream
 __all__ = ["Change", "FileChange", "ancestors_of", "changes", "commits_since", "line_hash"]
 
 BATCH = 256
+PROCESSES = 4
+"""At most this many git processes read changes at once (fewer on fewer cores)."""
 """Commits per ``git log`` process in changes()."""
 
 IS_ANCESTOR_MAX = 8
@@ -61,16 +66,26 @@ def changes(
     if not todo:
         return {}
     out: dict[CommitSha, Change] = {}
-    done = 0
-    for start in range(0, len(todo), BATCH):
-        batch = todo[start : start + BATCH]
+    batches = [todo[start : start + BATCH] for start in range(0, len(todo), BATCH)]
+    lock = threading.Lock()
+    read = [0]
 
-        def progress(parsed: int, base: int = done) -> None:
+    def progress(_parsed: int) -> None:  # commits read so far, over every process
+        with lock:
+            read[0] += 1
             if on_progress is not None:
-                on_progress(base + parsed)
+                on_progress(read[0])
 
-        out |= _changes_of(repo, batch, max_lines, progress)
-        done += len(batch)
+    # Diffs cost git most of the time: batches go to as many git processes as there are
+    # cores (at most PROCESSES), each parsed as it streams.
+    workers = max(1, min(PROCESSES, os.cpu_count() or 1, len(batches)))
+    if workers == 1:
+        for batch in batches:
+            out |= _changes_of(repo, batch, max_lines, progress)
+        return out
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="poimen-log") as pool:
+        for found in pool.map(lambda b: _changes_of(repo, b, max_lines, progress), batches):
+            out |= found
     return out
 
 
