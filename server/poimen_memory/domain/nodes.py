@@ -25,11 +25,10 @@ from poimen_memory.domain.checks import (
 from poimen_memory.domain.encoding import chunk_encoding, node_encoding
 from poimen_memory.domain.ids import ProjectId, QueryId, RunId, Sha256Hash, trusted
 
-# Stored contents already hashed to their sha in this process: (sha, level, project, query_id,
-# text). The same row read again is not hashed again; a row whose content changed is a new
-# key, hashed and checked as the first time.
-_VERIFIED: LRUCache[tuple[str, str, str, str | None, str], bool] = LRUCache(8192)
-_VERIFIED_LOCK = threading.Lock()
+# Rows of memory_node already read (and their content hash checked) in this process, with
+# the node each gave: the same row read again is not hashed or made again.
+_READ: LRUCache[tuple[Any, ...], MemoryNode] = LRUCache(8192)
+_READ_LOCK = threading.Lock()
 
 # The most UTF-8 bytes of text one node may hold: 1 MiB. A node is shown whole in a hover and
 # sent whole by every surface; an L0 chunk is some 8 KB (2048 tokens), so this is over a
@@ -271,7 +270,13 @@ class MemoryNode:
     ) -> MemoryNode:
         """A node read back from the store, which validated it on the way in: the field checks
         are skipped, but the content hash is recomputed and must equal the stored one (once
-        per content in a process: the same content read again is known to match)."""
+        per row in a process: the same row read again gives back the node made from it,
+        nodes being immutable; a row changed in any column is a new one, checked again)."""
+        row = (sha256, level, project, query_id, run_id, t, text, created_at, tuple(parents))
+        with _READ_LOCK:
+            made = _READ.get(row)
+        if made is not None:
+            return made
         node = object.__new__(cls)
         values = {
             "level": Level._value2member_map_[level],
@@ -285,12 +290,6 @@ class MemoryNode:
         }
         for name, value in values.items():
             object.__setattr__(node, name, value)
-        key = (sha256, level, project, query_id, text)
-        with _VERIFIED_LOCK:
-            known = _VERIFIED.get(key, False)
-        if known:
-            object.__setattr__(node, "sha256", trusted(Sha256Hash, sha256))
-            return node
         actual = node.content_hash()
         if actual.value != sha256:
             raise ContentError(
@@ -298,8 +297,8 @@ class MemoryNode:
                 "the row was changed outside poimen-memory"
             )
         object.__setattr__(node, "sha256", actual)
-        with _VERIFIED_LOCK:
-            _VERIFIED[key] = True
+        with _READ_LOCK:
+            _READ[row] = node
         return node
 
     def canonical_bytes(self) -> bytes:

@@ -102,7 +102,9 @@ class EvidenceReads:
         project: ProjectId = params["project"]
         statement = evidence_query(selector)
         values = {**params, "max_anchors": limit + 1, "page": limit}
-        rows = self._connector.read(lambda conn: conn.execute(statement, values).fetchall())
+        rows = self._connector.read(
+            lambda conn: conn.execute(statement, values, binary=True).fetchall()
+        )
         more = any(row["k"] > limit for row in rows)
         after = None
         if more:
