@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from psycopg.rows import tuple_row
@@ -19,12 +18,10 @@ from poimen_memory.domain import (
     Anchor,
     CommitInfo,
     CommitSha,
-    ContentError,
     MemoryNode,
     ProjectId,
     RepoId,
     Sha256Hash,
-    parse_timestamp,
 )
 from poimen_memory.domain.ids import trusted
 from poimen_memory.store.connector import Connection, Connector
@@ -105,20 +102,21 @@ class EvidenceReads:
         rows = self._connector.read(
             lambda conn: conn.execute(statement, values, binary=True).fetchall()
         )
-        more = any(row["k"] > limit for row in rows)
+        more = any(row["kind"] == 0 and row["k"] > limit for row in rows)
         after = None
         if more:
-            last = next((row for row in rows if row["k"] == limit), None)
+            last = next((row for row in rows if row["kind"] == 0 and row["k"] == limit), None)
             if last is not None:
                 after = _key_of(last, dated=selector == "anchors_author")
+        ancestors = _ancestors(rows)
         seen: dict[str, MemoryNode] = {}
-        # A node's ancestors come with its first row only: read once, shared by its others.
-        above = {row["sha256"]: row["ancestors"] for row in rows if row["ancestors"] is not None}
-        walked: dict[str, tuple[tuple[MemoryNode, int], ...]] = {}
         found = (
-            _evidence_from_row(project, row, seen, above, walked)
+            _evidence_from_row(project, row, seen, ancestors)
             for row in rows
-            if row["k"] <= limit and row["sha256"] is not None and row["commit_found"] is not None
+            if row["kind"] == 0
+            and row["k"] <= limit
+            and row["sha256"] is not None
+            and row["commit_found"] is not None
         )
         return EvidencePage([evidence for evidence in found if evidence is not None], after)
 
@@ -397,25 +395,37 @@ def _commit_info(repo: RepoId, row: dict[str, Any]) -> CommitInfo:
     )
 
 
-def _stored_timestamp(value: object) -> datetime | None:
-    """A ``timestamptz`` as the evidence query's JSON writes it; None when it is out of the
-    years every reader shares (Postgres writes 1 BC as ``0001-...+00:00 BC``)."""
-    try:
-        return parse_timestamp("created_at", value)
-    except ContentError:
-        return None
+def _ancestors(rows: list[dict[str, Any]]) -> dict[str, tuple[tuple[MemoryNode, int], ...]]:
+    """The nodes above each L0 node, as the evidence query sends them (rows of kind 1):
+    nearest first, then newest, then by sha; a node that cannot be read back is left out
+    (``readable_node``)."""
+    by_origin: dict[str, list[tuple[MemoryNode, int]]] = {}
+    for row in rows:
+        if row["kind"] != 1:
+            continue
+        node = readable_node({**row, "parents": row["parents"] or ()})
+        if node is None:
+            continue
+        for origin, depth in zip(row["origins"], row["depths"], strict=True):
+            by_origin.setdefault(origin, []).append((node, depth))
+    out = {}
+    for origin, found in by_origin.items():
+        found.sort(key=lambda pair: pair[0].sha256.value)
+        found.sort(key=lambda pair: pair[0].created_at, reverse=True)
+        found.sort(key=lambda pair: pair[1])
+        out[origin] = tuple(found)
+    return out
 
 
 def _evidence_from_row(
     project: ProjectId,
     row: dict[str, Any],
     seen: dict[str, MemoryNode],
-    above: dict[str, list[dict[str, Any]]],
-    walked: dict[str, tuple[tuple[MemoryNode, int], ...]],
+    ancestors: dict[str, tuple[tuple[MemoryNode, int], ...]],
 ) -> Evidence | None:
-    """One row of the evidence query; ``seen`` shares the nodes met in earlier rows, ``above``
-    holds each node's ancestors as the query sent them, ``walked`` the same read. None when
-    its node cannot be read back (``readable_node``); an unreadable ancestor is left out."""
+    """One anchor row of the evidence query; ``seen`` shares the L0 nodes met in earlier
+    rows, ``ancestors`` holds the nodes above each. None when its node cannot be read back
+    (``readable_node``)."""
     repo = RepoId(row["repo"])
     commit = CommitSha(row["commit_sha"])
     node = seen.get(row["sha256"])
@@ -424,10 +434,6 @@ def _evidence_from_row(
         if node is None:
             return None
         seen[row["sha256"]] = node
-    ancestors = walked.get(row["sha256"])
-    if ancestors is None:
-        ancestors = _ancestors(row["project"], above.get(row["sha256"], []), seen)
-        walked[row["sha256"]] = ancestors
     return Evidence(
         anchor=Anchor(
             project, node.sha256, repo, commit, row["file"], row["line_start"], row["line_end"]
@@ -441,28 +447,5 @@ def _evidence_from_row(
             author_date=row["author_date"],
         ),
         node=node,
-        ancestors=ancestors,
+        ancestors=ancestors.get(row["sha256"], ()),
     )
-
-
-def _ancestors(
-    project: str, sent: list[dict[str, Any]], seen: dict[str, MemoryNode]
-) -> tuple[tuple[MemoryNode, int], ...]:
-    """The nodes above one node, as the evidence query sent them, with their depths."""
-    out = []
-    for a in sent:
-        ancestor = seen.get(a["sha256"])
-        if ancestor is None:
-            ancestor = readable_node(
-                {
-                    **a,
-                    "project": project,
-                    "parents": a.get("parents") or (),
-                    "created_at": _stored_timestamp(a["created_at"]),
-                }
-            )
-            if ancestor is None:
-                continue
-            seen[a["sha256"]] = ancestor
-        out.append((ancestor, int(a["depth"])))
-    return tuple(out)

@@ -84,59 +84,64 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
 -- name: evidence
 -- The evidence of the anchors a selector chooses, in one statement: the selector (one of the
 -- anchors_* queries below) takes the place of the CHOSEN line, and its rows are numbered k
--- in its order (a numbering without an order of its own keeps its input's). Every chosen
--- row comes back, the first %(page)s with their commit, their L0 node and every node above
--- that node (nearest first, each with the nodes directly above it: the edges among them),
--- walked once per node however many anchors it has and sent with the node's first row only
--- (NULL on its others); a row past %(page)s only says that more follow. Rows without their
--- commit or node have NULLs there.
-WITH chosen AS MATERIALIZED (
+-- in its order (a numbering without an order of its own keeps its input's). Rows of two
+-- kinds: 0, every chosen anchor, the first %(page)s with their commit and their L0 node (a
+-- row past %(page)s only says that more follow; NULLs where the commit or node is missing);
+-- 1, each node above those L0 nodes, once, with the L0 nodes it is above (origins) and its
+-- nearest depth from each, walked once per L0 node however many anchors it has, and its
+-- parents (the edges among them: edges point up a level at a time, so a walk of 8 sees
+-- them all).
+WITH RECURSIVE chosen AS MATERIALIZED (
     SELECT s.*, row_number() OVER () AS k
     FROM (
         -- CHOSEN
     ) AS s
 ),
-up AS (
-    SELECT d.node_sha256, w.ancestors
+walk (origin, child, sha256, depth) AS (
+    SELECT e.child_sha256, e.child_sha256, e.parent_sha256, 1
     FROM (SELECT DISTINCT node_sha256 FROM chosen WHERE k <= %(page)s) AS d
-    CROSS JOIN LATERAL (
-        WITH RECURSIVE walk (sha256, depth) AS (
-            SELECT e.parent_sha256, 1
-            FROM memory_edge e
-            WHERE e.project = %(project)s AND e.child_sha256 = d.node_sha256
-          UNION
-            SELECT e.parent_sha256, w.depth + 1
-            FROM walk w
-            JOIN memory_edge e ON e.project = %(project)s AND e.child_sha256 = w.sha256
-            WHERE w.depth < 8
-        )
-        SELECT jsonb_agg(
-                   jsonb_build_object(
-                       'sha256', p.sha256, 'level', p.level, 'query_id', p.query_id,
-                       'run_id', p.run_id, 't', p.t, 'text', p.text,
-                       'created_at', p.created_at, 'depth', g.depth,
-                       'parents', ARRAY(SELECT pe.parent_sha256 FROM memory_edge pe
-                                        WHERE pe.project = %(project)s
-                                          AND pe.child_sha256 = p.sha256
-                                        ORDER BY pe.parent_sha256))
-                   ORDER BY g.depth, p.created_at DESC, p.sha256) AS ancestors
-        FROM (SELECT sha256, min(depth) AS depth FROM walk GROUP BY sha256) AS g
-        JOIN memory_node p ON p.project = %(project)s AND p.sha256 = g.sha256
-    ) AS w
+    JOIN memory_edge e ON e.project = %(project)s AND e.child_sha256 = d.node_sha256
+  UNION
+    SELECT w.origin, e.child_sha256, e.parent_sha256, w.depth + 1
+    FROM walk w
+    JOIN memory_edge e ON e.project = %(project)s AND e.child_sha256 = w.sha256
+    WHERE w.depth < 8
+),
+above AS (
+    SELECT origin, sha256, min(depth) AS depth FROM walk GROUP BY origin, sha256
+),
+edge AS (  -- a parent may come twice (walked from two nodes): a node's parents are a set
+    SELECT child, array_agg(sha256) AS parents FROM walk GROUP BY child
 )
-SELECT ch.k, ch.node_sha256, ch.repo, ch.commit_sha, ch.file, ch.line_start, ch.line_end,
-       c.commit_sha AS commit_found, c.message, c.author_name, c.author_email, c.author_date,
-       n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at,
-       CASE WHEN row_number() OVER (PARTITION BY ch.node_sha256 ORDER BY ch.k) = 1
-            THEN coalesce(up.ancestors, '[]'::jsonb) END AS ancestors
+SELECT 0 AS kind, ch.k, ch.node_sha256, ch.repo, ch.commit_sha, ch.file, ch.line_start,
+       ch.line_end, c.commit_sha AS commit_found, c.message, c.author_name, c.author_email,
+       c.author_date, n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text,
+       n.created_at, NULL::text[] AS origins, NULL::int[] AS depths, NULL::text[] AS parents
 FROM chosen ch
-LEFT JOIN git_commit c
-  ON ch.k <= %(page)s
- AND c.project = %(project)s AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha
-LEFT JOIN memory_node n
-  ON ch.k <= %(page)s AND n.project = %(project)s AND n.sha256 = ch.node_sha256
-LEFT JOIN up ON up.node_sha256 = ch.node_sha256
-ORDER BY n.created_at DESC NULLS LAST, n.sha256, ch.file, ch.line_start, ch.k;
+-- Each by its key (a lateral lookup: the planner cannot know how few anchors were chosen,
+-- and would hash a whole table of commits for them).
+LEFT JOIN LATERAL (
+    SELECT c.commit_sha, c.message, c.author_name, c.author_email, c.author_date
+    FROM git_commit c
+    WHERE ch.k <= %(page)s
+      AND c.project = %(project)s AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha
+    LIMIT 1  -- the key: at most one row; the limit keeps the lookup a lookup
+) AS c ON true
+LEFT JOIN LATERAL (
+    SELECT n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at
+    FROM memory_node n
+    WHERE ch.k <= %(page)s AND n.project = %(project)s AND n.sha256 = ch.node_sha256
+    LIMIT 1
+) AS n ON true
+UNION ALL
+SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       p.sha256, p.level, p.project, p.query_id, p.run_id, p.t, p.text, p.created_at,
+       r.origins, r.depths, coalesce(g.parents, '{}')
+FROM (SELECT sha256, array_agg(origin) AS origins, array_agg(depth) AS depths  -- paired
+      FROM above GROUP BY sha256) AS r
+JOIN memory_node p ON p.project = %(project)s AND p.sha256 = r.sha256
+LEFT JOIN edge g ON g.child = r.sha256
+ORDER BY kind, created_at DESC NULLS LAST, sha256, file, line_start, k;
 
 -- name: anchors_given
 -- Anchors the caller chose, one array per column (for the evidence query).
