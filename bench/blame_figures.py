@@ -45,6 +45,12 @@ def _timed(repo: Path, *args: str) -> float:
     return time.perf_counter() - started
 
 
+def _timed_argv(repo: Path, argv: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=repo, capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
 def _median(xs: list[float]) -> float:
     ordered = sorted(xs)
     return ordered[len(ordered) // 2]
@@ -124,6 +130,22 @@ def fig_j(bench: Bench) -> None:
             "<= 0.1x",
             lambda r: r <= 0.1,
             detail=f"{step} commits touching the file",
+        )
+        # What the exact answer reads at least: each walked commit's diff of the file, as
+        # git writes it (the same arguments the server's walk uses), output thrown away.
+        from poimen_memory.gitio import GitRepo
+        from poimen_memory.gitio.blamelog import LOG_ARGS
+
+        runner = GitRepo.discover(repo).runner
+        walk = [*LOG_ARGS, f"^{base}", head, "--", BIG]
+        diffs = [_timed_argv(repo, runner.argv(walk)) for _ in range(bench.repeats)]
+        bench.add(
+            f"j. (info) git's diffs of those {step} commits vs git blame -L",
+            _median(diffs),
+            _median(floor),
+            "(info)",
+            lambda r: True,
+            detail="one git log -p of the walk: what the exact answer reads at least",
         )
 
 
