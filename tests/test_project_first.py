@@ -28,6 +28,8 @@ import pytest
 
 from poimen_memory.store.queries import evidence_query, load_queries
 
+from .schema import PROJECT_KEYED_TABLES
+
 # Queries that scan project-keyed tables without a filter on project, on purpose.
 ALL_PROJECTS: dict[str, str] = {
     "status_levels": "`mem db status`: node counts by level over every project",
@@ -277,16 +279,7 @@ def test_every_table_with_a_project_leads_its_primary_key_with_it(
             " WHERE table_schema = 'public' AND column_name = 'project'"
         ).fetchall()
     }
-    assert keyed == {
-        "memory_node",
-        "memory_edge",
-        "git_commit",
-        "git_anchor",
-        "commit_alias",
-        "blame_file",
-        "blame_run",
-        "pending_anchor",
-    }
+    assert keyed == PROJECT_KEYED_TABLES
     # role_project (role, project): which projects a role sees, a reference table.
     assert with_project - keyed == {"role_project"}
 

@@ -29,6 +29,8 @@ from poimen_memory.store.adapters import register_domain_types
 from poimen_memory.store.queries import load_queries
 from poimen_memory.store.writes import ANCHORS, COMMITS, EDGES, NODES, Table
 
+from .schema import PROJECT_KEYED_TABLES
+
 T0 = datetime(2026, 8, 15, 10, 30, tzinfo=UTC)
 REPO = RepoId("github.com/org/poimen")
 C1 = CommitSha("1" * 40)
@@ -235,16 +237,7 @@ def test_every_key_starts_with_project(store_dsn: str) -> None:
               AND c.conrelid::regclass::text NOT IN ('poimen_schema_version', 'role_project')
             """
         ).fetchall()
-    assert {r[0] for r in rows} == {
-        "memory_node",
-        "memory_edge",
-        "git_commit",
-        "git_anchor",
-        "commit_alias",
-        "blame_file",
-        "blame_run",
-        "pending_anchor",
-    }
+    assert {r[0] for r in rows} == PROJECT_KEYED_TABLES
     assert all(r[2] == "project" for r in rows), rows
 
 
