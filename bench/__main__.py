@@ -503,10 +503,9 @@ class Bench:
                         floor_t.append(time.perf_counter() - t)
                     finally:
                         gc.enable()
-                calls = names
-                what = {"by_git": f"{len(calls)} lines of the big file",
-                        "by_commit": f"{len(calls)} commit prefixes, no repo",
-                        "by_author": f"{len(calls)} authors, in the repo"}[kind]  # fmt: skip
+                what = {"by_git": f"{len(names)} lines of the big file",
+                        "by_commit": f"{len(names)} commit prefixes, no repo",
+                        "by_author": f"{len(names)} authors, in the repo"}[kind]  # fmt: skip
                 detail = f"{runs} calls over {what}; floor: one prepared statement, same rows"
                 # What the lookup asks of the store: its statements as it runs them.
                 self.add(

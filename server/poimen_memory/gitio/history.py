@@ -29,9 +29,9 @@ from poimen_memory.gitio.runner import finish_stream
 __all__ = ["Change", "FileChange", "ancestors_of", "changes", "commits_since", "line_hash"]
 
 BATCH = 256
+"""Commits per ``git log`` process in changes()."""
 PROCESSES = 4
 """At most this many git processes read changes at once (fewer on fewer cores)."""
-"""Commits per ``git log`` process in changes()."""
 
 IS_ANCESTOR_MAX = 8
 """Up to this many commits, one ``merge-base --is-ancestor`` each; more: one rev-list walk."""
@@ -79,10 +79,6 @@ def changes(
     # Diffs cost git most of the time: batches go to as many git processes as there are
     # cores (at most PROCESSES), each parsed as it streams.
     workers = max(1, min(PROCESSES, os.cpu_count() or 1, len(batches)))
-    if workers == 1:
-        for batch in batches:
-            out |= _changes_of(repo, batch, max_lines, progress)
-        return out
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="poimen-log") as pool:
         for found in pool.map(lambda b: _changes_of(repo, b, max_lines, progress), batches):
             out |= found

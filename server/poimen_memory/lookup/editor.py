@@ -80,9 +80,7 @@ class EditorLookups:
                     origin = speculative.result()
                 except GitError:
                     return None
-                return self._answer(
-                    blamer, repo_id, rel, head, line, line, project, origin, history
-                )
+                return self._answer(blamer, repo_id, rel, head, line, line, scope, origin, history)
             try:
                 data = blamer.head_blob(rel, head)
             except GitError:
@@ -96,7 +94,7 @@ class EditorLookups:
             origin = blamer.origin(rel, head_line, head, warm=True)
         except GitError:
             return None
-        return self._answer(blamer, repo_id, rel, head, line, head_line, project, origin, history)
+        return self._answer(blamer, repo_id, rel, head, line, head_line, scope, origin, history)
 
     def document(self, req: DocumentRequest) -> DocumentMemories | None:
         """Every memory of a file by buffer line (1-based): one blame and one store query per
@@ -218,24 +216,22 @@ class EditorLookups:
         head: CommitSha,
         line: int,
         head_line: int,
-        project: ProjectId | None,
+        scope: ProjectId,
         origin: BlameLine | None,
         history: int = 0,
     ) -> LookupResult | None:
-        """The answer of a hover from the line's blame origin, remembered per origin (and
-        ``history``); None when it has no memories. The whole file's blame, for the next
-        hovers, is started once the answer is known: reading it in holds the interpreter, and
-        this answer should not wait for that."""
-        if origin is None:
-            blamer.warm(rel, head)
-            return None
-        scope = project or self._core.project_for_repo(repo_id)
-        key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line, history)
-        result = self._core.hovers.get_or_compute(
-            key,
-            lambda: self._located.at_origin(
-                FileAt(scope, repo_id, blamer, rel, head), origin, line, head_line, history
-            ),
-        )
+        """The answer of a hover for project ``scope`` from the line's blame origin,
+        remembered per origin (and ``history``); None when it has no memories. The whole
+        file's blame, for the next hovers, is started once the answer is known: reading it in
+        holds the interpreter, and this answer should not wait for that."""
+        result = None
+        if origin is not None:
+            key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line, history)
+            result = self._core.hovers.get_or_compute(
+                key,
+                lambda: self._located.at_origin(
+                    FileAt(scope, repo_id, blamer, rel, head), origin, line, head_line, history
+                ),
+            )
         blamer.warm(rel, head)
         return result if result is not None and result.memories else None

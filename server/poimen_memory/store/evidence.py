@@ -169,14 +169,11 @@ class EvidenceReads:
                 chosen = cur.execute(
                     query("anchors_runs"), {**params, "max_anchors": MAX_ANCHORS * 100}
                 ).fetchall()
-            if not chosen:
-                return [], {}
-            anchors = [(node, sha, file, start, end) for node, _, sha, file, start, end in chosen]
-            shas = list(dict.fromkeys(sha for _, sha, _, _, _ in anchors))
-            found = conn.execute(
-                query("commits_by_sha"), {"project": project, "repo": repo, "commits": shas}
-            ).fetchall()
-        by_sha = {r["commit_sha"]: _commit_info(repo, r) for r in found}
+        if not chosen:
+            return [], {}
+        anchors = [(node, sha, file, start, end) for node, _, sha, file, start, end in chosen]
+        shas = list(dict.fromkeys(sha for _, sha, _, _, _ in anchors))
+        by_sha = self.commits_by_sha(project, repo, shas)
         return anchors, {sha: by_sha[sha] for sha in shas}
 
     def lens_blocks(
