@@ -108,6 +108,11 @@ async def test_code_lens_resolve_and_command(client: LanguageClient, world: Worl
     titles = {lens.range.start.line: lens.command.title for lens in lenses if lens.command}
     assert titles[0] == "1 memory in this file"
     assert titles[41] == "1 memory · Alice · Increase buffer"
+    # Asked again for the same version: the same lenses, sent as they were serialized.
+    again = await client.text_document_code_lens_async(
+        types.CodeLensParams(types.TextDocumentIdentifier(uri))
+    )
+    assert again == lenses
     lens = next(lens for lens in lenses if lens.range.start.line == 41)
     assert lens.command is not None
     # A client may drop the command and ask for it again from the lens's data.

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
@@ -12,6 +13,7 @@ from pygls.capabilities import get_capability
 from poimen_memory.lookup import HoverRequest, LookupResult
 from poimen_memory.lsp import UNREACHABLE
 from poimen_memory.lsp.documents import open_document
+from poimen_memory.lsp.protocol import JsonText
 from poimen_memory.render import render_hover
 
 if TYPE_CHECKING:
@@ -21,22 +23,37 @@ __all__ = ["HoverTexts", "hover", "markdown"]
 
 
 class HoverTexts:
-    """Rendered hovers, remembered while the service keeps their result (a warm hover is
-    the service's cached result, rendered again only when a setting changes)."""
+    """Hovers as sent, remembered while the service keeps their result (a warm hover is the
+    service's cached result, rendered and serialized again only when a setting changes)."""
 
     def __init__(self, size: int = 256) -> None:
         # Keyed by the result's id, so the entry keeps the result (an id is reused once freed).
-        self._texts: LRUCache[tuple[int, int, bool], tuple[LookupResult, str]] = LRUCache(size)
+        self._sent: LRUCache[tuple[int, int, int, bool], tuple[LookupResult, JsonText]] = (
+            LRUCache(size)
+        )
 
-    def text(self, result: LookupResult, excerpt_length: int, markdown: bool) -> str:
-        """The hover text of ``result``."""
-        key = (id(result), excerpt_length, markdown)
-        hit = self._texts.get(key)
+    def sent(
+        self,
+        result: LookupResult,
+        line: int,
+        excerpt_length: int,
+        markdown: bool,
+        serialize: Callable[[types.Hover], JsonText],
+    ) -> JsonText:
+        """The hover of ``result`` on 0-based ``line``, as sent."""
+        key = (id(result), line, excerpt_length, markdown)
+        hit = self._sent.get(key)
         if hit is not None and hit[0] is result:
             return hit[1]
         text = render_hover(result, excerpt_length, markdown)
-        self._texts[key] = (result, text)
-        return text
+        answer = serialize(
+            types.Hover(
+                contents=_content(text, markdown),
+                range=types.Range(types.Position(line, 0), types.Position(line + 1, 0)),
+            )
+        )
+        self._sent[key] = (result, answer)
+        return answer
 
 
 def markdown(ls: PoimenServer) -> bool:
@@ -53,7 +70,7 @@ def _content(text: str, markdown: bool) -> types.MarkupContent:
     return types.MarkupContent(kind, text)
 
 
-async def hover(ls: PoimenServer, params: types.HoverParams) -> types.Hover | None:
+async def hover(ls: PoimenServer, params: types.HoverParams) -> types.Hover | JsonText | None:
     """The memories of the line under the cursor; None where there are none."""
     config = ls.state.config
     if not config.hover.enabled:
@@ -74,9 +91,10 @@ async def hover(ls: PoimenServer, params: types.HoverParams) -> types.Hover | No
     )
     if result is None or isinstance(result, types.Hover):
         return result
-    as_markdown = markdown(ls)
-    text = ls.state.hover_texts.text(result, config.hover.excerpt_length, as_markdown)
-    return types.Hover(
-        contents=_content(text, as_markdown),
-        range=types.Range(types.Position(line, 0), types.Position(line + 1, 0)),
+    return ls.state.hover_texts.sent(
+        result,
+        line,
+        config.hover.excerpt_length,
+        markdown(ls),
+        lambda answer: ls.protocol.to_json(answer, types.Hover),
     )

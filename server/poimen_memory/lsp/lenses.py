@@ -14,6 +14,7 @@ from poimen_memory.domain import Sha256Hash
 from poimen_memory.lookup import DocumentMemories, DocumentRequest, LineMemory
 from poimen_memory.lsp import commands
 from poimen_memory.lsp.documents import Document, give_back_memory, open_document
+from poimen_memory.lsp.protocol import JsonText
 
 if TYPE_CHECKING:
     from poimen_memory.lsp.server import PoimenServer
@@ -26,10 +27,12 @@ _TITLE_LENGTH = 48
 
 @dataclass
 class DocLenses:
-    """The lenses of one document version (only the lenses: memories are not kept)."""
+    """The lenses of one document version (only the lenses: memories are not kept), and
+    the same lenses as sent: serialized once, sent again as they are while the version lasts."""
 
     version: int | None
     lenses: list[types.CodeLens] | None
+    sent: JsonText | None = None
 
 
 def _blocks(doc: DocumentMemories) -> list[tuple[int, int, tuple[LineMemory, ...]]]:
@@ -102,15 +105,17 @@ def _lens_list(ls: PoimenServer, doc: Document) -> DocLenses:
     lenses = None if memories is None else build_lenses(doc.uri, memories, summary)
     del memories
     give_back_memory()
-    return DocLenses(doc.version, lenses)
+    sent = None if lenses is None else ls.protocol.to_json(lenses, list[types.CodeLens])
+    return DocLenses(doc.version, lenses, sent)
 
 
 def _needs_blame(ls: PoimenServer, path: Path) -> bool:
     return ls.state.services is not None and ls.state.services.service.needs_blame(path)
 
 
-async def code_lens(ls: PoimenServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
-    """The document's lenses, computed once per version (progress shown while it blames)."""
+async def code_lens(ls: PoimenServer, params: types.CodeLensParams) -> JsonText | None:
+    """The document's lenses, computed and serialized once per version (progress shown while
+    it blames)."""
     if not ls.state.config.code_lens.enabled:
         return None
     doc = open_document(ls, params.text_document.uri)
@@ -118,7 +123,7 @@ async def code_lens(ls: PoimenServer, params: types.CodeLensParams) -> list[type
         return None
     cached = ls.state.lenses.get(doc.uri)
     if cached is not None and doc.version is not None and cached.version == doc.version:
-        return cached.lenses
+        return cached.sent
     found = await ls.settle(
         f"code lens {doc.path}",
         lambda: _lens_list(ls, doc),
@@ -128,7 +133,7 @@ async def code_lens(ls: PoimenServer, params: types.CodeLensParams) -> list[type
     if found is None:
         return None
     ls.state.lenses[doc.uri] = found
-    return found.lenses
+    return found.sent
 
 
 def resolve_code_lens(ls: PoimenServer, lens: types.CodeLens) -> types.CodeLens:

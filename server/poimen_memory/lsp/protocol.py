@@ -6,21 +6,35 @@ notification is dropped, except ``exit``. ``exit`` ends the process with status 
 ``shutdown`` request, else 1, and within EXIT_GRACE seconds even when a thread is stuck
 (reading a FIFO in some ``.git``: such a thread cannot be stopped, and Python waits for
 worker threads before it ends).
+
+A handler may answer with ``JsonText``: a result serialized once and kept (a file's code
+lenses), sent as it is instead of being serialized again on every request.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import json
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any, Final
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcServerNotInitialized
 from pygls.protocol import LanguageServerProtocol
 
-__all__ = ["EXIT_GRACE", "PoimenProtocol"]
+__all__ = ["EXIT_GRACE", "JsonText", "PoimenProtocol"]
 
 EXIT_GRACE: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class JsonText:
+    """A request's result already serialized as JSON, sent without serializing it again."""
+
+    text: str
 
 
 class PoimenProtocol(LanguageServerProtocol):
@@ -50,3 +64,26 @@ class PoimenProtocol(LanguageServerProtocol):
                 self._send_response(msg_id, error=error.to_response_error())
             return
         super().handle_message(message)
+
+    def to_json(self, value: Any, kind: Any) -> JsonText:
+        """``value`` (of type ``kind``) serialized as the protocol would send it."""
+        return JsonText(json.dumps(self._converter.unstructure(value, kind), separators=(",", ":")))
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        if error is not None or not isinstance(result, JsonText):
+            super()._send_response(msg_id, result, error)
+            return
+        self._result_types.pop(msg_id, None)
+        if self.writer is None:
+            return
+        body = f'{{"id": {json.dumps(msg_id)}, "jsonrpc": "2.0", "result": {result.text}}}'
+        data = body.encode(self.CHARSET)
+        if self._include_headers:
+            header = (
+                f"Content-Length: {len(data)}\r\n"
+                f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+            )
+            data = header.encode(self.CHARSET) + data
+        written = self.writer.write(data)
+        if inspect.isawaitable(written):
+            asyncio.ensure_future(written)
