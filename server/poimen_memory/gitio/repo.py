@@ -197,15 +197,16 @@ class GitRepo:
 
     # -- paths ----------------------------------------------------------------------------
 
-    def relpath(self, path: str | os.PathLike[str]) -> str:
+    def relpath(self, path: str | os.PathLike[str], *, real: bool = False) -> str:
         """``path`` (absolute, or relative to the root) as a '/'-separated path in the tree.
 
-        Links are resolved first, so a link that points out of the work tree is refused.
+        Links are resolved first, so a link that points out of the work tree is refused
+        (``real``: the caller has resolved them, with ``os.path.realpath``).
         """
         raw = Path(path)
         absolute = raw if raw.is_absolute() else self.root / raw
         try:
-            resolved = absolute.resolve()
+            resolved = absolute if real and raw.is_absolute() else absolute.resolve()
         except OSError as exc:
             raise OutsideRepository(f"{path}: {exc.strerror}") from None
         try:

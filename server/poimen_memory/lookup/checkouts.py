@@ -110,7 +110,7 @@ class Checkouts:
         else:
             identity, blamer = self._find(absolute if absolute.is_dir() else absolute.parent)
         try:
-            return identity, blamer, blamer.repo.relpath(absolute)
+            return identity, blamer, blamer.repo.relpath(absolute, real=True)
         except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
             raise NotInRepository("file", str(exc)) from None
         except GitError as exc:
