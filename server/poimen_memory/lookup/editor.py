@@ -115,8 +115,10 @@ class EditorLookups:
         def compute() -> DocumentMemories | None:
             if self._core.quiet(scope, repo_id, blamer, rel, head):
                 return DocumentMemories(repo_id, rel, {})  # nothing to find: no blame
-            # The store works on the lines blame has found while it finds the rest.
+            # The store works on the lines blame has found while it finds the rest, and the
+            # lines' text hashes (for rewritten commits, once blame is done) are taken meanwhile.
             stream = self._lenses.stream(scope, repo_id)
+            self._pool.submit(self._core.hashes_at, blamer, rel, head)
             try:
                 blame = blamer.blame_file(rel, head, on_entry=stream.feed)
             except GitError:
