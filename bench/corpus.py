@@ -17,7 +17,7 @@ import hashlib
 import json
 import random
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -100,6 +100,12 @@ class Size:
     @property
     def key(self) -> str:
         return hashlib.sha256(json.dumps(self.__dict__, sort_keys=True).encode()).hexdigest()[:12]
+
+    def scaled(self, factor: int) -> Size:
+        """The same repository with ``factor`` times the memories (and so the anchors)."""
+        if factor == 1:
+            return self
+        return replace(self, l0=self.l0 * factor, l1=self.l1 * factor, l2=self.l2 * factor)
 
 
 FULL = Size(5000, 2000, 7000, 50, 5000, 1_000_000, 100_000, 1_000, 2, 100_000)
