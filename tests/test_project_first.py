@@ -38,7 +38,7 @@ ALL_PROJECTS: dict[str, str] = {
     "blame_status": "`mem db status`: the blame cache's size over every project",
     "pending_count": "`mem db status`: pending anchors of every project",
     "pending_repos": "with a NULL project, every (project, repo) with something pending",
-    "expire_pending": "deletes expired pending anchors of every project",
+    "expire_pending": "with a NULL project, the expired pending anchors of every project",
 }
 
 # Queries not planned here, by name.

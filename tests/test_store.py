@@ -18,6 +18,7 @@ from poimen_memory.domain import (
     Edge,
     Level,
     MemoryNode,
+    PendingAnchor,
     ProjectId,
     QueryId,
     RepoId,
@@ -432,3 +433,35 @@ def test_the_dsn_s_own_options_are_kept(store_dsn: str) -> None:
     finally:
         fresh.close()
     assert shown == ["7MB", "on", "force_custom_plan"]
+
+
+def test_expiring_pending_anchors_touches_only_the_project_named(
+    store: Store, store_dsn: str
+) -> None:
+    """Each project's remember expires its own pending anchors; no project, every project's."""
+    now = datetime.now(UTC)
+    projects = [ProjectId(f"proj-exp-{k}-{now.timestamp():.0f}") for k in range(2)]
+
+    def waiting(project: ProjectId, expires: datetime) -> PendingAnchor:
+        e = mk(project, Level.L0, f"remembered before its commit ({expires.isoformat()})")
+        store.insert_batch(Batch(nodes=[e]))
+        return PendingAnchor(project, e.sha256, REPO, "a.py", C1, 1, (7,), now, expires)
+
+    for project in projects:
+        stale = waiting(project, now - timedelta(minutes=1))
+        fresh = waiting(project, now + timedelta(days=1))
+        store.insert_batch(Batch(pending=[stale, fresh]))
+
+    def left(project: ProjectId) -> int:
+        with psycopg.connect(store_dsn) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pending_anchor WHERE project = %s", (project.value,)
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    assert store.expire_pending(projects[0]) == 1
+    assert (left(projects[0]), left(projects[1])) == (1, 2)  # the other project's stale one stays
+    assert store.expire_pending() >= 1
+    assert (left(projects[0]), left(projects[1])) == (1, 1)  # only the unexpired ones are left
+

@@ -117,7 +117,7 @@ class Recorder:
         local checkout known to the service (of ``project``, or of every project): (how
         many expired, what was done per repository)."""
         store = self.service.store
-        expired = store.expire_pending()
+        expired = store.expire_pending(project)
         known = set(self.service.checkouts.identities())
         done: list[Resolved] = []
         for scope, repo_id in store.pending_repos(project):

@@ -179,7 +179,7 @@ def remember(
     ]
     known = store.node_levels(project, {l0.sha256})
     nodes = [n for n in (l1, l0) if n is not None]
-    store.expire_pending()
+    store.expire_pending(project)
     store.insert_batch(
         Batch(nodes=nodes, commits=commits, anchors=anchors, pending=pending),
         notify=(NOTIFY_CHANNEL, _payload(project, repo_id)),

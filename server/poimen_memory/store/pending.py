@@ -61,8 +61,9 @@ class PendingReads:
             for r in rows
         ]
 
-    def expire_pending(self) -> int:
-        """Delete the pending anchors past their time; how many went."""
+    def expire_pending(self, project: ProjectId | None = None) -> int:
+        """Delete the pending anchors of ``project`` (None: of every project) past their
+        time; how many went."""
         with self._connector.connection() as conn, conn.cursor() as cur:
-            cur.execute(query("expire_pending"))
+            cur.execute(query("expire_pending"), {"project": project})
             return max(cur.rowcount, 0)

@@ -567,7 +567,9 @@ WHERE p.project = %(project)s AND p.repo = %(repo)s AND p.node_sha256 = s.node
   AND (s.hashes IS NULL OR array_to_string(p.line_hashes, ',') = s.hashes);
 
 -- name: expire_pending
-DELETE FROM pending_anchor WHERE expires_at <= now();
+-- The expired pending anchors of one project (of every project when project is NULL).
+DELETE FROM pending_anchor
+WHERE (%(project)s::text IS NULL OR project = %(project)s) AND expires_at <= now();
 
 -- name: anchors_file_lines
 -- Anchors of a file, as stored, covering lines first..last (0: the whole file) in any commit
