@@ -737,8 +737,9 @@ class Bench:
             ">= 0.5x",
             lambda r: r >= 0.5,
             "rows/s",
-            detail=f"ingest {ours:.2f}s; COPY {floor:.2f}s + git log -p of the {len(anchored)}"
-            f" anchored commits {diffs:.2f}s",
+            detail=f"ingest {ours:.2f}s: {written.get('memory_node', 0) / ours:.0f} nodes/s,"
+            f" {written.get('git_anchor', 0) / ours:.0f} anchors/s; COPY {floor:.2f}s + git log"
+            f" -p of the {len(anchored)} anchored commits {diffs:.2f}s",
         )
 
     def fig_h(self) -> None:
