@@ -223,6 +223,31 @@ def test_claude_code_session_anchors_edits_and_builds_l1s(
     assert run_ids == [("5b1f2c9e-8d47-4a0b-9e61-2f0c7d3a1b84",)]
 
 
+def test_an_edit_is_blamed_on_its_own_lines_and_a_kept_blame_is_used(
+    kong: FixtureRepo, store: Store, store_dsn: str, options: IngestOptions, tmp_path: Path
+) -> None:
+    """A session's edits cost a blame of their lines, not a whole-file blame written to the
+    cache (that one is the editor's); a whole-file blame already kept answers the same."""
+    import sqlite3
+
+    from poimen_memory.gitio import BlameCache, Blamer, GitRepo
+
+    ingest([SESSION], store, options)
+    assert options.cache_path is not None
+    with sqlite3.connect(options.cache_path) as db:
+        assert db.execute("SELECT count(*) FROM blame").fetchone() == (0,)
+    expected = [(r[3], r[4], r[5], r[6]) for r in anchors_of(store_dsn, options.project)]
+    assert len(expected) == 2
+    # Whole-file blames kept in the cache of another ingest: used, and the anchors are equal.
+    kept = tmp_path / "kept.db"
+    blamer = Blamer(GitRepo.discover(kong.root), BlameCache(kept))
+    for file in ("src/kong/buffer.rs", "src/kong/handler.rs"):
+        blamer.blame_file(file)
+    other = ProjectId(f"{options.project.value}-kept")
+    ingest([SESSION], store, IngestOptions(project=other, repo_dir=kong.root, cache_path=kept))
+    assert [(r[3], r[4], r[5], r[6]) for r in anchors_of(store_dsn, other)] == expected
+
+
 def test_claude_code_small_budget_splits_queries_into_chunks(
     store: Store, store_dsn: str, options: IngestOptions
 ) -> None:

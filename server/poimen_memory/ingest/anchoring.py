@@ -61,6 +61,8 @@ class Gathered:
     present: set[tuple[CommitSha, str]]
     blame_at: Callable[[str, CommitSha], Blame]
     lines_at: Callable[[str, CommitSha], dict[int, BlameLine] | None]
+    # The origins of some lines of a file at HEAD (BadRequest when git cannot say).
+    head_lines: Callable[[str, Sequence[int]], Blame]
     unlocated: int = 0
     # Edits HEAD does not hold yet, in the order met: they wait for a commit.
     waiting: list[TextAtHead] = field(default_factory=list)
@@ -124,9 +126,7 @@ def resolve(request: object, git: Gathered) -> list[Run]:
             )
         return _runs(blame.lines[request.start - 1 : request.end])
     if isinstance(request, TextAtHead):
-        return _locate_edit(
-            request, git.blobs.get((head, request.file)), lambda f: git.blame_at(f, head), git
-        )
+        return _locate_edit(request, git.blobs.get((head, request.file)), git.head_lines, git)
     raise BadRequest(f"unknown anchor request {request!r}")
 
 
@@ -275,7 +275,7 @@ def _hash_matches(request: TraceRange, commit: CommitSha, git: Gathered) -> bool
 def _locate_edit(
     request: TextAtHead,
     data: bytes | None,
-    blame_of: Callable[[str], Blame],
+    blame_of: Callable[[str, Sequence[int]], Blame],
     git: Gathered,
 ) -> list[Run]:
     """Lines the edit produced, or nothing when they cannot be placed with certainty: its text
@@ -322,16 +322,21 @@ def _locate_edit(
             if twice and not waiting:
                 git.unlocated += 1  # HEAD holds what it added twice: left unanchored, counted
             return []
+    last = text.count("\n") + (0 if text.endswith("\n") else 1)  # lines in the file at HEAD
+    positions = [n for n in positions if n <= last]
     try:
-        blame = blame_of(request.file)
+        blame = blame_of(request.file, positions) if positions else None
     except BadRequest:
+        blame = None
+    if blame is None:
         git.unlocated += 1
         return []
+    origins = {o.line: o for o in blame.lines}
     kept = []
     for n in positions:
-        if n > len(blame.lines):
+        origin = origins.get(n)
+        if origin is None:
             continue
-        origin = blame.lines[n - 1]
         commit = blame.commits[origin.commit]
         # Lines older than the edit existed before it: the edit did not produce them.
         if commit.author_time >= request.not_before - EDIT_CLOCK_SKEW and not commit.boundary:

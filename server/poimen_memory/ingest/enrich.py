@@ -186,7 +186,25 @@ def enrich(
                 origins_at[key] = None
         return origins_at[key]
 
-    git = Gathered(repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at)
+    def head_lines(file: str, lines: Sequence[int]) -> Blame:
+        """The origins of ``lines`` of ``file`` at HEAD: its whole-file blame where one is
+        kept, else git's blame of just those lines. A session's few edited lines in a long
+        file cost git the commits since they were written, not the file's whole history
+        (nor a whole-file blame written to the cache: that one is the editor's to make)."""
+        kept = blames.get((file, head))
+        if isinstance(kept, Blame):
+            return kept
+        whole = blamer.cached(file, head)
+        if whole is not None:
+            return whole
+        try:
+            return repo.blame(file, head, merged_ranges([(n, n) for n in lines]))
+        except GitError as exc:
+            raise BadRequest(f"{file}: {exc}") from None
+
+    git = Gathered(
+        repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at, head_lines
+    )
     pending: dict[str, list[Run]] = defaultdict(list)
     out.head = head
     for d in wanted:
