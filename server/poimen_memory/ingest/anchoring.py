@@ -116,15 +116,19 @@ def resolve(request: object, git: Gathered) -> list[Run]:
             raise BadRequest(str(exc)) from None
         return [(last, request.file, 0, 0, False)]
     if isinstance(request, LinesAtHead):
-        if git.blobs.get((head, request.file)) is None:
+        data = git.blobs.get((head, request.file))
+        if data is None:
             raise BadRequest(f"{request.file} is not in HEAD ({head.short()})")
-        blame = git.blame_at(request.file, head)
-        if request.end > len(blame.lines):
+        count = _line_count(data.decode("utf-8", "surrogateescape"))
+        if request.end > count:
             raise BadRequest(
-                f"lines {request.start}-{request.end}: {request.file} has {len(blame.lines)} "
-                "lines at HEAD"
+                f"lines {request.start}-{request.end}: {request.file} has {count} lines at HEAD"
             )
-        return _runs(blame.lines[request.start - 1 : request.end])
+        wanted = range(request.start, request.end + 1)
+        origins = {o.line: o for o in git.head_lines(request.file, wanted).lines}
+        if any(n not in origins for n in wanted):
+            raise BadRequest(f"lines {request.start}-{request.end}: git did not blame them all")
+        return _runs([origins[n] for n in wanted])
     if isinstance(request, TextAtHead):
         return _locate_edit(request, git.blobs.get((head, request.file)), git.head_lines, git)
     raise BadRequest(f"unknown anchor request {request!r}")
@@ -322,8 +326,7 @@ def _locate_edit(
             if twice and not waiting:
                 git.unlocated += 1  # HEAD holds what it added twice: left unanchored, counted
             return []
-    last = text.count("\n") + (0 if text.endswith("\n") else 1)  # lines in the file at HEAD
-    positions = [n for n in positions if n <= last]
+    positions = [n for n in positions if n <= _line_count(text)]
     try:
         blame = blame_of(request.file, positions) if positions else None
     except BadRequest:
@@ -347,6 +350,11 @@ def _locate_edit(
 
 
 _AMBIGUOUS = -1
+
+
+def _line_count(text: str) -> int:
+    """How many lines blame finds in ``text`` (a last line without a newline counts)."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def _line_of(text: str, needle: str) -> int | None:
