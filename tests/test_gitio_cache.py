@@ -155,3 +155,41 @@ def test_an_edited_mailmap_counts_from_the_next_blame(tmp_path: Path) -> None:
     assert after.commits[line.commit].author_name == "Alice Elsewhere"
     (kong.root / ".mailmap").unlink()
     assert blamer.blame_file(BUFFER).commits[line.commit].author_name == ALICE_OLD[0]
+
+
+def test_the_cache_file_stays_within_its_bound_counting_the_line_rows(tmp_path: Path) -> None:
+    """The bound on bytes counts what an entry takes on disk, one row a line included: a
+    cache of many long files stays near its bound, not at the blobs' size times fifty."""
+    import random
+    from datetime import UTC, datetime
+
+    from poimen_memory.domain import CommitSha
+    from poimen_memory.gitio import CacheKey
+    from poimen_memory.gitio.blame import BlameCommit, BlameLine
+
+    rng = random.Random(3)
+    bound = 3 * 1024 * 1024
+    db = tmp_path / "c.db"
+    cache = BlameCache(db, max_bytes=bound, memory_entries=1)
+    commits = [CommitSha(f"{rng.getrandbits(160):040x}") for _ in range(40)]
+    info = {
+        c: BlameCommit(c, "A", "a@x.test", datetime(2026, 1, 1, tzinfo=UTC), "s", False)
+        for c in commits
+    }
+    for f in range(40):
+        path = f"src/module_{f:02d}.rs"
+        lines = tuple(
+            BlameLine(n, rng.choice(commits), path, n) for n in range(1, 3001)
+        )  # blobs of a few KB, line rows of some 600 KB
+        head = CommitSha(f"{f:040x}")
+        cache.put(CacheKey("repo-1", path, head, "f" * 32), Blame(path, head, lines, info))
+    cache.close()
+    with sqlite3.connect(db) as conn:
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        used = page * (
+            conn.execute("PRAGMA page_count").fetchone()[0]
+            - conn.execute("PRAGMA freelist_count").fetchone()[0]
+        )
+        kept = conn.execute("SELECT count(*) FROM blame").fetchone()[0]
+    assert 1 <= kept < 40  # older entries went
+    assert used <= bound * 1.25, f"{used} bytes in use against a bound of {bound}"
