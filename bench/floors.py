@@ -70,7 +70,7 @@ WITH hit AS (
 )
 
 # by_commit from a prefix (no repository): the commits with that prefix, then the first
-# `limit` of their anchors by (commit, file, line, node).
+# `limit` of their anchors in key order, as the service pages them.
 BY_COMMIT = (
     """
 WITH hit AS (
@@ -80,7 +80,7 @@ WITH hit AS (
     JOIN git_anchor a
       ON a.project = g.project AND a.repo = g.repo AND a.commit_sha = g.commit_sha
     WHERE g.project = %(project)s AND g.commit_sha LIKE %(prefix)s || '%%'
-    ORDER BY a.commit_sha, a.file, a.line_start, a.node_sha256
+    ORDER BY a.repo, a.commit_sha, a.file, a.line_start, a.line_end, a.node_sha256
     LIMIT %(limit)s
 """
     + _ANSWER
