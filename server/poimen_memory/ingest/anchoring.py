@@ -276,6 +276,53 @@ def _hash_matches(request: TraceRange, commit: CommitSha, git: Gathered) -> bool
     return lines is not None and _text_matches(request, lines)
 
 
+@dataclass(frozen=True, slots=True)
+class _Located:
+    """Where an edit's text is in the file at HEAD."""
+
+    whole: bool  # the whole text found once
+    positions: list[int]  # the lines it added, there (blame decides which it produced)
+    waiting: list[tuple[str, ...]]  # blocks of added lines HEAD does not hold
+    twice: bool  # a block HEAD holds more than once
+    ambiguous: bool  # the whole text more than once: never guessed
+
+
+def _locate(request: TextAtHead, text: str) -> _Located:
+    """The edit's text located once in ``text`` (the file at HEAD), and of it only the lines
+    the edit added; when HEAD does not hold the whole text, each block of added lines alone."""
+    needle = request.text.strip("\n")
+    blocks = request.added_blocks()
+    at = _line_of(text, needle)
+    if at == _AMBIGUOUS:
+        return _Located(False, [], [], False, True)
+    positions: list[int] = []
+    waiting: list[tuple[str, ...]] = []
+    twice = False
+    if at is not None:
+        lines = needle.split("\n")
+        offsets = _offsets(lines, blocks) or list(range(len(lines)))
+        positions = [at + offset for offset in offsets]
+    else:
+        for block in blocks:
+            found = _line_of(text, "\n".join(block)) if _proves(block) else None
+            if found is None:
+                waiting.append(block)
+            elif found == _AMBIGUOUS:
+                twice = True
+            else:
+                positions.extend(range(found, found + len(block)))
+    count = _line_count(text)
+    return _Located(at is not None, [n for n in positions if n <= count], waiting, twice, False)
+
+
+def edit_lines(request: TextAtHead, data: bytes | None) -> list[int]:
+    """The lines of the file at HEAD (``data``) whose blame the edit's placing asks for: all
+    of a file's edits are then blamed at once."""
+    if data is None or not request.text.strip("\n").strip():
+        return []
+    return _locate(request, data.decode("utf-8", "surrogateescape")).positions
+
+
 def _locate_edit(
     request: TextAtHead,
     data: bytes | None,
@@ -288,45 +335,26 @@ def _locate_edit(
     hold the whole text (a neighbouring line was changed before the commit, or nothing is
     committed yet), each block of added lines is looked for alone; a block HEAD does not hold
     waits for a commit."""
-    needle = request.text.strip("\n")
-    if not needle.strip():
+    if not request.text.strip("\n").strip():
         git.unlocated += 1
         return []
     if data is None:
         git.waiting.append(request)
         return []
-    text = data.decode("utf-8", "surrogateescape")
-    blocks = request.added_blocks()
-    at = _line_of(text, needle)
-    if at == _AMBIGUOUS:
+    found = _locate(request, data.decode("utf-8", "surrogateescape"))
+    if found.ambiguous:
         git.unlocated += 1  # never guess
         return []
-    positions: list[int] = []
-    if at is not None:
-        lines = needle.split("\n")
-        offsets = _offsets(lines, blocks) or list(range(len(lines)))
-        positions = [at + offset for offset in offsets]
-    else:
-        waiting = []
-        twice = False
-        for block in blocks:
-            found = _line_of(text, "\n".join(block)) if _proves(block) else None
-            if found is None:
-                waiting.append(block)
-            elif found == _AMBIGUOUS:
-                twice = True
-            else:
-                positions.extend(range(found, found + len(block)))
-        if waiting:
-            blocks_text = "\n".join("\n".join(b) for b in waiting)
-            git.waiting.append(
-                TextAtHead(request.file, blocks_text, request.not_before, tuple(waiting))
-            )
-        if not positions:
-            if twice and not waiting:
-                git.unlocated += 1  # HEAD holds what it added twice: left unanchored, counted
-            return []
-    positions = [n for n in positions if n <= _line_count(text)]
+    if found.waiting:
+        blocks_text = "\n".join("\n".join(b) for b in found.waiting)
+        git.waiting.append(
+            TextAtHead(request.file, blocks_text, request.not_before, tuple(found.waiting))
+        )
+    positions = found.positions
+    if not found.whole and not positions:
+        if found.twice and not found.waiting:
+            git.unlocated += 1  # HEAD holds what it added twice: left unanchored, counted
+        return []
     try:
         blame = blame_of(request.file, positions) if positions else None
     except BadRequest:

@@ -31,7 +31,14 @@ from poimen_memory.domain import (
 from poimen_memory.gitio import Blame, BlameLine, Blamer, EmptyRepository, GitError, GitRepo
 from poimen_memory.gitio.blamerun import merged_ranges
 from poimen_memory.gitio.history import Change, changes
-from poimen_memory.ingest.anchoring import EDIT_CLOCK_SKEW, BadRequest, Gathered, Run, resolve
+from poimen_memory.ingest.anchoring import (
+    EDIT_CLOCK_SKEW,
+    BadRequest,
+    Gathered,
+    Run,
+    edit_lines,
+    resolve,
+)
 from poimen_memory.ingest.model import (
     BadRecord,
     Draft,
@@ -186,21 +193,35 @@ def enrich(
                 origins_at[key] = None
         return origins_at[key]
 
+    # The lines at HEAD the edits of each file ask about: one blame of them all per file.
+    edited: dict[str, set[int]] = defaultdict(set)
+    for d in wanted:
+        for r in d.anchors:
+            if isinstance(r, TextAtHead):
+                edited[r.file].update(edit_lines(r, blobs.get((head, r.file))))
+    partial: dict[str, Blame] = {}
+
     def head_lines(file: str, lines: Sequence[int]) -> Blame:
         """The origins of ``lines`` of ``file`` at HEAD: its whole-file blame where one is
-        kept, else git's blame of just those lines. A session's few edited lines in a long
-        file cost git the commits since they were written, not the file's whole history
-        (nor a whole-file blame written to the cache: that one is the editor's to make)."""
+        kept, else git's blame of just the lines asked about (those and the file's edited
+        lines, once). A session's few edited lines in a long file cost git the commits since
+        they were written, not the file's whole history (nor a whole-file blame written to
+        the cache: that one is the editor's to make)."""
         kept = blames.get((file, head))
         if isinstance(kept, Blame):
             return kept
         whole = blamer.cached(file, head)
         if whole is not None:
             return whole
-        try:
-            return repo.blame(file, head, merged_ranges([(n, n) for n in lines]))
-        except GitError as exc:
-            raise BadRequest(f"{file}: {exc}") from None
+        known = partial.get(file)
+        if known is None or any(known.origin(n) is None for n in lines):
+            asked = sorted(edited.pop(file, set()) | set(lines))
+            try:
+                known = repo.blame(file, head, merged_ranges([(n, n) for n in asked]))
+            except GitError as exc:
+                raise BadRequest(f"{file}: {exc}") from None
+            partial[file] = known
+        return known
 
     git = Gathered(
         repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at, head_lines
