@@ -405,7 +405,7 @@ def test_a_read_on_a_connection_gone_is_run_again(
 def test_a_new_connection_has_the_hot_statements_prepared(store_dsn: str) -> None:
     """Hovers and lenses find their statements prepared (and the server's caches of the
     schema filled) on a connection the pool just opened: the start did it, not the request."""
-    fresh = Store(store_dsn)
+    fresh = Store(store_dsn, warm=True)
     try:
         assert fresh._connector.warm_up()
         prepared = fresh._connector.read(
@@ -418,6 +418,15 @@ def test_a_new_connection_has_the_hot_statements_prepared(store_dsn: str) -> Non
     assert any("-- CHOSEN" not in s and "chosen AS MATERIALIZED" in s for s in prepared)
     assert any("The code lenses of a blamed file" in s for s in prepared)
     assert any("file_may_have_memories" in s or "could find any memory" in s for s in prepared)
+    # A one-shot command's store (a hook's ingest, the CLI) does not run them.
+    cold = Store(store_dsn)
+    try:
+        assert cold._connector.warm_up()
+        assert cold._connector.read(
+            lambda conn: conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+        ) == {"count": 0}
+    finally:
+        cold.close()
 
 
 def test_the_dsn_s_own_options_are_kept(store_dsn: str) -> None:

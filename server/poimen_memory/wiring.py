@@ -65,11 +65,15 @@ def open_store(
     timeout: float = 5.0,
     statement_timeout_ms: int | None = None,
     lazy: bool = False,
+    warm: bool = False,
 ) -> Store:
     """The store the settings name (``dsn``), else the embedded one under ``data_dir``.
-    ``lazy`` returns at once and connects on first use (and again after a failure)."""
+    ``lazy`` returns at once and connects on first use (and again after a failure); ``warm``
+    (a server) readies each connection for lookups as it opens."""
     target, _ = store_target(settings)
-    return Store(target, timeout=timeout, statement_timeout_ms=statement_timeout_ms, lazy=lazy)
+    return Store(
+        target, timeout=timeout, statement_timeout_ms=statement_timeout_ms, lazy=lazy, warm=warm
+    )
 
 
 def migrate_store(dsn: str) -> list[str]:

@@ -193,7 +193,7 @@ def http(args: argparse.Namespace) -> int:
     dsn, source = store_target(settings)
     # A store that is down (or not migrated) at start is no reason not to serve: requests
     # answer 503 until it is back, and /health says which.
-    with Store(dsn, lazy=True) as store:
+    with Store(dsn, lazy=True, warm=True) as store:
         services = build_services(store, settings, work_trees(args.repo))
         app = create_app(
             services,

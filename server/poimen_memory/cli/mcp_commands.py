@@ -80,7 +80,7 @@ def mcp_serve(args: argparse.Namespace) -> int:
     )
     with _stdout_to_stderr():
         dsn, _ = store_target(settings)
-        store = Store(dsn, lazy=True)  # a store down at start is a tool error, not an exit
+        store = Store(dsn, lazy=True, warm=True)  # down at start: a tool error, not an exit
     with store:
         with _stdout_to_stderr():
             trees = work_trees(args.repo)

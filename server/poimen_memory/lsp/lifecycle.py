@@ -40,7 +40,7 @@ __all__ = [
 log = logging.getLogger("poimen_memory.lsp")
 
 # The store connects on first use; an editor request waits at most 1.5 s for it.
-_open_store = partial(open_store, timeout=1.5, statement_timeout_ms=1500, lazy=True)
+_open_store = partial(open_store, timeout=1.5, statement_timeout_ms=1500, lazy=True, warm=True)
 
 # Each workspace folder's repository is found in a daemon thread of its own, never on the
 # event loop: a read of a file in .git can block for ever (a FIFO), and a thread stuck in

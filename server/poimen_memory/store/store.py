@@ -47,6 +47,7 @@ class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore, PendingReads)
         max_blames: int = MAX_BLAMES,
         max_blame_runs: int = MAX_BLAME_RUNS,
         blame_evict_every: int = EVICT_EVERY,
+        warm: bool = False,
     ) -> None:
         """Connect (failing within ``timeout`` seconds with StoreUnavailable, unless ``lazy``).
 
@@ -56,7 +57,9 @@ class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore, PendingReads)
         ``retry_interval`` seconds later connects afresh, so the store comes back by itself.
         A statement timeout bounds every query, for callers that must answer quickly.
         The shared blame cache keeps at most ``max_blames`` files and ``max_blame_runs`` runs,
-        checked every ``blame_evict_every`` puts (``store.blames``).
+        checked every ``blame_evict_every`` puts (``store.blames``). With ``warm`` (a
+        server: hovers and lenses to answer), each new connection runs the lookups' hot
+        statements once as it opens; a one-shot command's connection does not.
         """
         self.configure_blame_cache(
             max_blames=max_blames, max_runs=max_blame_runs, evict_every=blame_evict_every
@@ -68,7 +71,7 @@ class Store(BatchWrites, NodeReads, RewriteReads, BlameCacheStore, PendingReads)
             statement_timeout_ms=statement_timeout_ms,
             lazy=lazy,
             retry_interval=retry_interval,
-            warm=warm_connection,
+            warm=warm_connection if warm else None,
         )
 
     @property
