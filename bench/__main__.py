@@ -40,6 +40,8 @@ from bench.corpus import (
     load_store,
 )
 from bench.lspclient import LspClient
+from bench.real_repo import fig_o
+from bench.sessions import fig_n
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -845,7 +847,7 @@ def main(argv: list[str] | None = None) -> int:
         help="K times the memories in the store, same repository (results-xK.json); e.g."
         " --store-scale 5 --only cf",
     )
-    parser.add_argument("--only", default="abcdefghijklm", help="figures to run, e.g. 'af'")
+    parser.add_argument("--only", default="abcdefghijklmno", help="figures to run, e.g. 'af'")
     parser.add_argument("--table", action="store_true", help="print results.json as Markdown")
     args = parser.parse_args(argv)
     if args.table:
@@ -872,6 +874,8 @@ def main(argv: list[str] | None = None) -> int:
         ("k", lambda: fig_k(bench)),
         ("l", lambda: fig_l(bench)),
         ("m", lambda: fig_m(bench)),
+        ("n", lambda: fig_n(bench)),
+        ("o", lambda: fig_o(bench)),
     ]
     for letters, step in steps:
         if set(letters) & set(args.only):
