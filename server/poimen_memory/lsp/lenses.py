@@ -124,11 +124,14 @@ async def code_lens(ls: PoimenServer, params: types.CodeLensParams) -> JsonText 
     cached = ls.state.lenses.get(doc.uri)
     if cached is not None and doc.version is not None and cached.version == doc.version:
         return cached.sent
+    # Whether a blame is ahead is asked off the event loop (it may read .git and run git),
+    # and only of a client that shows progress.
+    blaming = ls.takes_progress() and await ls.run_blocking(lambda: _needs_blame(ls, doc.path))
     found = await ls.settle(
         f"code lens {doc.path}",
         lambda: _lens_list(ls, doc),
         unreachable=None,
-        progress=f"poimen-memory: blaming {doc.path.name}" if _needs_blame(ls, doc.path) else None,
+        progress=f"poimen-memory: blaming {doc.path.name}" if blaming else None,
     )
     if found is None:
         return None

@@ -137,11 +137,14 @@ class PoimenServer(LanguageServer):
         self.store_ok()
         return found
 
+    def takes_progress(self) -> bool:
+        """Whether the client takes server-initiated progress reports."""
+        return bool(get_capability(self.client_capabilities, "window.work_done_progress", False))
+
     async def with_progress(self, title: str | None, work: Awaitable[T]) -> T:
         """Await ``work`` under a progress report titled ``title`` (None: no report), where
         the client takes server-initiated progress."""
-        capabilities = self.client_capabilities
-        if title is None or not get_capability(capabilities, "window.work_done_progress", False):
+        if title is None or not self.takes_progress():
             return await work
         token = str(uuid.uuid4())
         try:
