@@ -4,7 +4,7 @@ answered from the caches while HEAD stays."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId
@@ -118,7 +118,7 @@ class EditorLookups:
             # The store works on the lines blame has found while it finds the rest, and the
             # lines' text hashes (for rewritten commits, once blame is done) are taken meanwhile.
             stream = self._lenses.stream(scope, repo_id)
-            self._pool.submit(self._core.hashes_at, blamer, rel, head)
+            hashing = self._pool.submit(self._core.hashes_at, blamer, rel, head)
             try:
                 blame = blamer.blame_file(rel, head, on_entry=stream.feed)
             except GitError:
@@ -127,6 +127,7 @@ class EditorLookups:
             except BaseException:
                 stream.cancel()
                 raise
+            wait([hashing])  # kept by then: not taken twice, by two threads at once
             return self._lenses.complete(stream, scope, repo_id, blame, blamer)
 
         doc = self._core.documents.get_or_compute((scope, repo_id, rel, head), compute)
