@@ -807,6 +807,8 @@ def _fmt(value: float, unit: str) -> str:
         return f"{value * 1000:.2f} ms" if value < 1 else f"{value:.2f} s"
     if unit == "rows/s":
         return f"{value:,.0f}/s"
+    if unit == "sessions/s":
+        return f"{value:.1f} sessions/s"
     if unit == "MB":
         return f"{value:.0f} MB"
     return f"{value:g}"
