@@ -378,11 +378,9 @@ class Bench:
         every request with it and does nothing else (bench/echo.py)."""
         path = self.work / "answer.json"
         path.write_text(answer)
+        env = self.env(self.work / "no-cache") | {"PYTHONPATH": str(ROOT)}
         echo = LspClient(
-            [sys.executable, str(HERE / "echo.py"), str(path)],
-            self.env(self.work / "no-cache"),
-            self.work,
-            self.work / "echo.log",
+            [sys.executable, "-m", "bench.echo", str(path)], env, self.work, self.work / "echo.log"
         )
         try:
             return median([echo.timed("answer", {})[0] for _ in range(n)])

@@ -1,4 +1,4 @@
-"""``python bench/echo.py ANSWER``: a process that speaks LSP's framing on stdio and answers
+"""``python -m bench.echo ANSWER``: a process that speaks LSP's framing on stdio and answers
 every request with the JSON in the file ANSWER, as it is, doing nothing else (until ``exit``).
 
 The floor of a cached answer: what it costs a client to receive those bytes from a process
@@ -10,23 +10,15 @@ import json
 import sys
 from pathlib import Path
 
+from bench.lspclient import read_message
+
 
 def serve(answer: str) -> None:
-    """Answer each request on stdin with ``answer`` until stdin ends."""
+    """Answer each request on stdin with ``answer`` until ``exit`` or the end of stdin."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
-        length = 0
-        while True:
-            line = stdin.readline()
-            if not line:
-                return
-            if line in (b"\r\n", b"\n"):
-                break
-            name, _, value = line.decode().partition(":")
-            if name.lower() == "content-length":
-                length = int(value.strip())
-        message = json.loads(stdin.read(length))
-        if message.get("method") == "exit":
+        message = read_message(stdin)
+        if message is None or message.get("method") == "exit":
             return
         if "id" not in message:
             continue

@@ -16,6 +16,21 @@ class LspError(RuntimeError):
     pass
 
 
+def read_message(stream: BinaryIO) -> Any:
+    """The next JSON-RPC message framed with a Content-Length header; None at the end."""
+    length = 0
+    while True:
+        line = stream.readline()
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value.strip())
+    return json.loads(stream.read(length))
+
+
 class LspClient:
     """Starts a server process and speaks JSON-RPC to it."""
 
@@ -43,17 +58,9 @@ class LspClient:
         stream: BinaryIO | None = self.proc.stdout  # type: ignore[assignment]
         assert stream is not None
         while True:
-            length = 0
-            while True:
-                line = stream.readline()
-                if not line:
-                    return
-                if line in (b"\r\n", b"\n"):
-                    break
-                name, _, value = line.decode().partition(":")
-                if name.lower() == "content-length":
-                    length = int(value.strip())
-            message = json.loads(stream.read(length))
+            message = read_message(stream)
+            if message is None:
+                return
             if "id" in message and "method" in message:  # a request from the server
                 self._write({"jsonrpc": "2.0", "id": message["id"], "result": None})
             elif "id" in message:

@@ -17,8 +17,8 @@ def test_the_echo_process_answers_every_request_with_its_file(tmp_path: Path) ->
     path = tmp_path / "answer.json"
     path.write_text(json.dumps(answer, separators=(",", ":")))
     echo = LspClient(
-        [sys.executable, str(ROOT / "bench" / "echo.py"), str(path)],
-        {},
+        [sys.executable, "-m", "bench.echo", str(path)],
+        {"PYTHONPATH": str(ROOT)},
         tmp_path,
         tmp_path / "echo.log",
     )
