@@ -473,4 +473,3 @@ def test_expiring_pending_anchors_touches_only_the_project_named(
     assert (left(projects[0]), left(projects[1])) == (1, 2)  # the other project's stale one stays
     assert store.expire_pending() >= 1
     assert (left(projects[0]), left(projects[1])) == (1, 1)  # only the unexpired ones are left
-

@@ -223,9 +223,7 @@ def enrich(
             partial[file] = known
         return known
 
-    git = Gathered(
-        repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at, head_lines
-    )
+    git = Gathered(repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at, head_lines)
     pending: dict[str, list[Run]] = defaultdict(list)
     out.head = head
     for d in wanted:

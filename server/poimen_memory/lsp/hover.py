@@ -28,8 +28,8 @@ class HoverTexts:
 
     def __init__(self, size: int = 256) -> None:
         # Keyed by the result's id, so the entry keeps the result (an id is reused once freed).
-        self._sent: LRUCache[tuple[int, int, int, bool], tuple[LookupResult, JsonText]] = (
-            LRUCache(size)
+        self._sent: LRUCache[tuple[int, int, int, bool], tuple[LookupResult, JsonText]] = LRUCache(
+            size
         )
 
     def sent(

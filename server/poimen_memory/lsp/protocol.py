@@ -45,6 +45,7 @@ class PoimenProtocol(LanguageServerProtocol):
         self.initialize_received = False
         self.exit_status: int | None = None
         """Set by ``exit``: the status the process ends with."""
+        self._writing: set[asyncio.Future[Any]] = set()  # kept until done (not collected)
 
     def handle_message(self, message: Any) -> None:
         """Refuse what comes before ``initialize``; note how ``exit`` should end."""
@@ -86,4 +87,6 @@ class PoimenProtocol(LanguageServerProtocol):
             data = header.encode(self.CHARSET) + data
         written = self.writer.write(data)
         if inspect.isawaitable(written):
-            asyncio.ensure_future(written)
+            future = asyncio.ensure_future(written)
+            self._writing.add(future)
+            future.add_done_callback(self._writing.discard)
