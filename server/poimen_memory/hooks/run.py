@@ -23,8 +23,14 @@ from poimen_memory.hooks.state import (
     write_log,
 )
 from poimen_memory.ingest import Format, IngestOptions, IngestSummary, ingest
-from poimen_memory.lookup import NotInRepository, ProjectChoice, decide_project, identity_of
-from poimen_memory.settings import load_settings, redact_dsn
+from poimen_memory.lookup import (
+    NotInRepository,
+    ProjectChoice,
+    decide_project,
+    identity_in,
+    repository_of,
+)
+from poimen_memory.settings import Settings, load_settings, redact_dsn
 from poimen_memory.wiring import open_store
 
 __all__ = ["LOCK_WAIT_S", "run_hook"]
@@ -112,37 +118,42 @@ def _ingest_logged(
     """Ingest the transcript and log the outcome, one run per transcript at a time. A run that
     finds another already waiting for the same transcript leaves it to that one, which reads
     the transcript later than this event anyway."""
-    waiting, running_lock = transcript_locks(payload.transcripts()[0])
+    # Loaded once for the run: the log, the locks and the ingest all read them (a bad
+    # config file is raised to run_hook, which logs it where the platform keeps logs).
+    settings = load_settings({"project": project, "dsn": dsn})
+    log = log_path(settings)
+    waiting, running_lock = transcript_locks(payload.transcripts()[0], settings)
     described = _described(payload)
     with contextlib.ExitStack() as running:
         with locked(waiting, wait=None) as first:
             if not first:
                 message = "another run for this transcript is waiting; left to it"
-                write_log({**described, "outcome": "skipped", "message": message})
+                write_log({**described, "outcome": "skipped", "message": message}, log)
                 return
             if not running.enter_context(locked(running_lock, wait=LOCK_WAIT_S)):
                 message = f"the run before this one still runs after {LOCK_WAIT_S:.0f}s"
-                write_log({**described, "outcome": "error", "message": message})
+                write_log({**described, "outcome": "error", "message": message}, log)
                 return
         started = time.monotonic()
         try:
-            summary, choice = _ingest(payload, project, dsn, agent)
+            summary, choice = _ingest(payload, settings, agent)
         except NotInRepository as exc:
             message = f"not ingested, no git work tree: {exc}"
-            write_log({**described, "outcome": "skipped", "message": message})
+            write_log({**described, "outcome": "skipped", "message": message}, log)
             return
         seconds = round(time.monotonic() - started, 2)
-        write_log({**described, **_counts(summary, choice), "seconds": seconds})
+        write_log({**described, **_counts(summary, choice), "seconds": seconds}, log)
     prune_locks(waiting.parent)
 
 
 def _ingest(
-    payload: HookPayload, project: str | None, dsn: str | None, agent: str = AGENT
+    payload: HookPayload, settings: Settings, agent: str = AGENT
 ) -> tuple[IngestSummary, ProjectChoice]:
     """Ingest the transcript into the project the one rule decides for the session's work tree
-    (``--project``, ``POIMEN_PROJECT``, the config file, else the repository's identity)."""
-    settings = load_settings({"project": project, "dsn": dsn})
-    identity, _ = identity_of(payload.cwd, settings.repo, field_name="cwd")
+    (``--project``, ``POIMEN_PROJECT``, the config file, else the repository's identity):
+    the work tree found once, for the identity and the ingest."""
+    repo = repository_of(payload.cwd, field_name="cwd")
+    identity = identity_in(repo, settings.repo)
     choice = decide_project(settings, repo=identity)
     assert choice.project is not None  # a repository always decides one
     options = IngestOptions(
@@ -156,7 +167,7 @@ def _ingest(
         pending_days=settings.pending_days,
     )
     with open_store(settings) as store:
-        return ingest(payload.transcripts(), store, options), choice
+        return ingest(payload.transcripts(), store, options, repo=repo), choice
 
 
 def _counts(summary: IngestSummary, choice: ProjectChoice) -> dict[str, Any]:

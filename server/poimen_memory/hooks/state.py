@@ -19,7 +19,7 @@ import platformdirs
 
 from poimen_memory.errors import ConfigError
 from poimen_memory.hooks.claude import AGENT
-from poimen_memory.settings import APP, load_settings
+from poimen_memory.settings import APP, Settings, load_settings
 
 __all__ = [
     "LOCKS_KEPT_S",
@@ -37,19 +37,21 @@ LOG_MAX_BYTES = 1_000_000
 LOCKS_KEPT_S = 7 * 24 * 3600.0
 
 
-def _state_dir() -> Path:
+def _state_dir(settings: Settings | None = None) -> Path:
     """``hooks`` under the user cache directory (``$POIMEN_CACHE_DIR``), beside the blame
-    cache; the platform's default when the settings cannot be read."""
+    cache: that of ``settings`` when given (a run loads them once), else of the settings
+    loaded now; the platform's default when they cannot be read."""
     try:
-        base = load_settings().cache_dir
+        base = (settings or load_settings()).cache_dir
     except ConfigError:
         base = platformdirs.user_cache_path(APP)
     return base / "hooks"
 
 
-def log_path() -> Path:
-    """The hook's log: one JSON object per line."""
-    return _state_dir() / f"{AGENT}.log"
+def log_path(settings: Settings | None = None) -> Path:
+    """The hook's log: one JSON object per line (under ``settings``' cache directory when
+    given)."""
+    return _state_dir(settings) / f"{AGENT}.log"
 
 
 @contextlib.contextmanager
@@ -119,11 +121,11 @@ def read_log(limit: int = 10, path: Path | None = None) -> list[dict[str, Any]]:
     return entries
 
 
-def transcript_locks(transcript: Path) -> tuple[Path, Path]:
+def transcript_locks(transcript: Path, settings: Settings | None = None) -> tuple[Path, Path]:
     """The lock files of a transcript's runs: (held by the one run waiting for its turn, held
-    by the one run ingesting)."""
+    by the one run ingesting), under ``settings``' cache directory when given."""
     key = hashlib.sha256(str(transcript).encode()).hexdigest()[:24]
-    locks = _state_dir() / "locks"
+    locks = _state_dir(settings) / "locks"
     return locks / f"{key}.waiting", locks / f"{key}.running"
 
 

@@ -247,11 +247,13 @@ def ingest(
     store: Store,
     options: IngestOptions,
     on_progress: Callable[[str, int, int], None] | None = None,
+    repo: GitRepo | None = None,
 ) -> IngestSummary:
     """Ingest ``paths`` into ``store``; raises IngestRejected (nothing written) on bad records
-    unless ``options.skip_bad``."""
+    unless ``options.skip_bad``. ``repo`` is the work tree at ``options.repo_dir`` when the
+    caller has it open already."""
     try:
-        repo = GitRepo.discover(options.repo_dir)
+        repo = repo or GitRepo.discover(options.repo_dir)
         repo_id = repo.identity(options.repo_override)
     except GitError as exc:
         raise IngestError(f"--repo: {exc}") from None

@@ -26,7 +26,7 @@ from poimen_memory.lookup.requests import WorkTreePath
 from poimen_memory.lookup.shared_blames import SharedBlameGate, StoreSharedBlames
 from poimen_memory.store import Store
 
-__all__ = ["Checkouts", "identity_of"]
+__all__ = ["Checkouts", "identity_in", "identity_of", "repository_of"]
 
 
 class Checkouts:
@@ -217,11 +217,27 @@ def identity_of(
 ) -> tuple[RepoId, Path]:
     """The identity (``override`` if given) and root of the work tree containing ``path``,
     without a blame cache; NotInRepository outside one, LookupFailed if git fails."""
+    repo = repository_of(path, field_name)
+    return identity_in(repo, override), repo.root
+
+
+def repository_of(path: str | Path, field_name: str = "repo") -> GitRepo:
+    """The work tree containing ``path``; NotInRepository (naming ``field_name``) outside
+    one, LookupFailed if git fails."""
     try:
-        repo = GitRepo.discover(path)
-        return repo.identity(override), repo.root
+        return GitRepo.discover(path)
     except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
         raise NotInRepository(field_name, str(exc).removeprefix("repo: ")) from None
+    except GitError as exc:
+        raise LookupFailed(str(exc)) from None
+
+
+def identity_in(repo: GitRepo, override: str | None = None) -> RepoId:
+    """``repo``'s identity (``override`` if given); LookupFailed if git fails."""
+    try:
+        return repo.identity(override)
+    except (NotARepository, OutsideRepository, UnsafeArgument) as exc:
+        raise NotInRepository("repo", str(exc).removeprefix("repo: ")) from None
     except GitError as exc:
         raise LookupFailed(str(exc)) from None
 

@@ -162,11 +162,12 @@ def describe_target(dsn: str) -> str:
 
 
 def connect(
-    dsn: str, *, autocommit: bool = False, timeout: int = CONNECT_TIMEOUT_S
+    dsn: str, *, autocommit: bool = False, timeout: int = CONNECT_TIMEOUT_S, **kwargs: Any
 ) -> psycopg.Connection[Any]:
-    """One connection, failing within ``timeout`` seconds with a message that says what to check."""
+    """One connection, failing within ``timeout`` seconds with a message that says what to
+    check; ``kwargs`` go to ``psycopg.connect`` (``row_factory``, ``options``)."""
     try:
-        return psycopg.connect(dsn, connect_timeout=timeout, autocommit=autocommit)
+        return psycopg.connect(dsn, connect_timeout=timeout, autocommit=autocommit, **kwargs)
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(
             f"cannot connect to Postgres at {describe_target(dsn)}: "

@@ -20,6 +20,7 @@ their parameters (see ``options``). Writes run in one transaction each.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -76,6 +77,22 @@ def _reason(exc: psycopg.Error) -> str:
     return " ".join((primary or str(exc) or type(exc).__name__).split())
 
 
+def _handing_over(first: Connection) -> type[Connection]:
+    """A connection class whose first ``connect`` gives ``first`` (the connection that has
+    just shown the server answers), then connects as usual: a pool opened with it costs one
+    connection, not two."""
+    spare = [first]
+
+    class HandedOver(psycopg.Connection[DictRow]):
+        @classmethod
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> Connection:  # type: ignore[override]
+            with contextlib.suppress(IndexError):
+                return spare.pop()
+            return psycopg.Connection.connect(conninfo, **kwargs)
+
+    return HandedOver
+
+
 class Connector:
     """A pool of connections that take domain values as parameters and return dict rows."""
 
@@ -126,10 +143,19 @@ class Connector:
     def _open(self) -> None:
         self._last_attempt = time.monotonic()
         try:
-            # Fail fast and clearly when nothing answers, before a pool retries in the background.
-            connect(self.dsn, timeout=int(self._kwargs["connect_timeout"])).close()
+            # Fail fast and clearly when nothing answers, before a pool retries in the
+            # background; the connection that answered is the pool's first, not one more.
+            kwargs = self._kwargs
+            first = connect(
+                self.dsn,
+                timeout=int(kwargs["connect_timeout"]),
+                autocommit=True,
+                row_factory=kwargs["row_factory"],
+                options=kwargs["options"],
+            )
             pool: ConnectionPool[Connection] = ConnectionPool(
                 self.dsn,
+                connection_class=_handing_over(first),
                 min_size=1,
                 max_size=self.max_size,
                 timeout=self.timeout,
