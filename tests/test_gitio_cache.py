@@ -193,3 +193,55 @@ def test_the_cache_file_stays_within_its_bound_counting_the_line_rows(tmp_path: 
         kept = conn.execute("SELECT count(*) FROM blame").fetchone()[0]
     assert 1 <= kept < 40  # older entries went
     assert used <= bound * 1.25, f"{used} bytes in use against a bound of {bound}"
+
+
+def test_a_server_cache_writes_a_blame_after_keeping_it(tmp_path: Path) -> None:
+    """With ``write_later`` (a server), a blame is kept in memory at once (and found there,
+    also by line) and written to disk by a thread of its own a moment later; ``close``
+    writes what is left. Without it, the write is done before ``put`` returns."""
+    import time
+    from datetime import UTC, datetime
+
+    from poimen_memory.domain import CommitSha
+    from poimen_memory.gitio import CacheKey
+    from poimen_memory.gitio.blame import BlameCommit, BlameLine
+    from poimen_memory.gitio.cache import WRITE_DELAY_S
+
+    commit = CommitSha("c" * 40)
+    info = {
+        commit: BlameCommit(commit, "A", "a@x.test", datetime(2026, 1, 1, tzinfo=UTC), "s", False)
+    }
+
+    def blame(path: str) -> tuple[CacheKey, Blame]:
+        lines = tuple(BlameLine(n, commit, path, n) for n in range(1, 51))
+        return CacheKey("repo-1", path, commit, "f" * 32), Blame(path, commit, lines, info)
+
+    def on_disk(db: Path, key: CacheKey) -> bool:
+        other = BlameCache(db)  # another process's view: the file alone
+        try:
+            return other.get(key, commit) is not None
+        finally:
+            other.close()
+
+    db = tmp_path / "c.db"
+    server = BlameCache(db, write_later=True, memory_entries=1)
+    first, second = blame("a.rs"), blame("b.rs")
+    server.put(*first)
+    server.put(*second)  # first leaves memory: found among the unwritten
+    assert server.get(first[0], commit) == first[1]
+    assert server.line(first[0], 7) == BlameLine(7, commit, "a.rs", 7)
+    assert not on_disk(db, first[0])
+    deadline = time.monotonic() + 20 * WRITE_DELAY_S
+    while not on_disk(db, second[0]) and time.monotonic() < deadline:
+        time.sleep(WRITE_DELAY_S / 4)
+    assert on_disk(db, first[0]) and on_disk(db, second[0])
+    third = blame("c.rs")
+    server.put(*third)
+    server.close()
+    assert on_disk(db, third[0])
+
+    one_shot = BlameCache(tmp_path / "d.db")
+    fourth = blame("d.rs")
+    one_shot.put(*fourth)
+    assert on_disk(tmp_path / "d.db", fourth[0])
+    one_shot.close()

@@ -194,7 +194,7 @@ def http(args: argparse.Namespace) -> int:
     # A store that is down (or not migrated) at start is no reason not to serve: requests
     # answer 503 until it is back, and /health says which.
     with Store(dsn, lazy=True, warm=True) as store:
-        services = build_services(store, settings, work_trees(args.repo))
+        services = build_services(store, settings, work_trees(args.repo), serving=True)
         app = create_app(
             services,
             token,

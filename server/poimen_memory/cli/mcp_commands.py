@@ -84,7 +84,7 @@ def mcp_serve(args: argparse.Namespace) -> int:
     with store:
         with _stdout_to_stderr():
             trees = work_trees(args.repo)
-            services = build_services(store, settings)
+            services = build_services(store, settings, serving=True)
             # No --repo: the work tree it was started in, and on stdio the client's roots.
             follow = not args.repo and http is None
             tools = MemoryTools.serving(services, trees, client_roots=follow)

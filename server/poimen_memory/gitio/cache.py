@@ -17,6 +17,7 @@ share a key.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -24,6 +25,7 @@ import sqlite3
 import stat
 import threading
 import time
+import weakref
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,6 +48,7 @@ FILE_TEXTS = 16  # per Blamer: file bytes at HEAD, diffed against unsaved buffer
 TEXT_DIGESTS = 4096  # per Blamer: (file, HEAD) -> sha256 of its text
 LINE_ORIGINS = 4096  # per Blamer: single-line blames of cold hovers
 WARMING = 1024  # per Blamer: (file, HEAD) whose whole-file blame was started in background
+WRITE_DELAY_S = 0.2  # a new blame goes to disk this long after it is kept in memory
 
 # 2: the repository joined the key (entries of format 1 are dropped, never misread).
 _FORMAT = 2
@@ -187,16 +190,25 @@ class BlameCache:
         max_entries: int = DISK_BLAMES,
         max_bytes: int = DISK_BYTES,
         memory_entries: int = MEMORY_BLAMES,
+        write_later: bool = False,
     ) -> None:
+        """``write_later`` (a server): a new blame goes to disk a moment after it is kept in
+        memory, off the path of the answer it was made for (see ``put``)."""
         self.path = path
+        self.write_later = write_later
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.memory_entries = memory_entries
         self._memory: LRUCache[CacheKey, Blame] = LRUCache(memory_entries)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        # Blames kept in memory whose disk write is still to come, oldest first; the thread
+        # writing them (None when there is nothing to write).
+        self._unwritten: dict[CacheKey, Blame] = {}
+        self._writer: threading.Thread | None = None
         if path is not None:
             self._db = self._open(path)
+            _OPEN.add(self)
 
     def _open(self, path: Path) -> sqlite3.Connection | None:
         try:
@@ -222,7 +234,8 @@ class BlameCache:
             return None  # an unusable cache directory: run with the in-memory layer only
 
     def close(self) -> None:
-        """Close the database file."""
+        """Write what is still to be written, then close the database file."""
+        self.flush()
         with self._lock:
             if self._db is not None:
                 self._db.close()
@@ -231,7 +244,7 @@ class BlameCache:
     def get(self, key: CacheKey, rev: CommitSha) -> Blame | None:
         """The cached blame for ``key``, re-labelled as blamed at ``rev``; None on a miss."""
         with self._lock:
-            hit = self._memory.get(key)
+            hit = self._memory.get(key) or self._unwritten.get(key)
             if hit is not None:
                 return hit if hit.rev == rev else _relabel(hit, rev)
             if self._db is None:
@@ -255,7 +268,7 @@ class BlameCache:
         with self._lock:
             if any(
                 k.repo == repo and k.path == path and k.fingerprint == fingerprint
-                for k in self._memory
+                for k in (*self._memory, *self._unwritten)
             ):
                 return True
             if self._db is None:
@@ -277,7 +290,7 @@ class BlameCache:
         with self._lock:
             found = {
                 k.commit
-                for k in self._memory
+                for k in (*self._memory, *self._unwritten)
                 if k.repo == repo and k.path == path and k.fingerprint == fingerprint
                 and k.commit.value in wanted
             }  # fmt: skip
@@ -300,7 +313,7 @@ class BlameCache:
     def line(self, key: CacheKey, line: int) -> BlameLine | bool | None:
         """One line of a cached blame: the BlameLine, None past the end, False on a miss."""
         with self._lock:
-            hit = self._memory.get(key)
+            hit = self._memory.get(key) or self._unwritten.get(key)
             if hit is not None:
                 return hit.origin(line)
             if self._db is None:
@@ -357,14 +370,65 @@ class BlameCache:
                 pass
 
     def put(self, key: CacheKey, blame: Blame) -> None:
-        """Store a complete blame under ``key`` (partial blames are never stored)."""
+        """Store a complete blame under ``key`` (partial blames are never stored): in memory
+        and on disk; with ``write_later``, on disk a moment later (WRITE_DELAY_S), in a
+        thread of its own, so the answer the blame was made for goes out before its encoding
+        and its rows are written (``flush``, ``close`` and the end of the process write what
+        is left at once)."""
         if not blame.complete:
+            return
+        if not self.write_later:
+            data = encode_blame(blame)
+            with self._lock:
+                self._memory[key] = blame
+                self._unwritten.pop(key, None)
+                self._write(key, blame, data)
             return
         with self._lock:
             self._memory[key] = blame
             if self._db is None:
                 return
-            data = encode_blame(blame)
+            self._unwritten.pop(key, None)
+            self._unwritten[key] = blame
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_later, name="poimen-blame-cache", daemon=True
+                )
+                self._writer.start()
+
+    def flush(self) -> None:
+        """Write every blame kept in memory and not yet on disk, now."""
+        while self._write_next():
+            pass
+
+    def _write_later(self) -> None:
+        """The writer thread: after a pause, what is unwritten, until nothing is."""
+        while True:
+            time.sleep(WRITE_DELAY_S)
+            while self._write_next():
+                pass
+            with self._lock:
+                if not self._unwritten:
+                    self._writer = None
+                    return
+
+    def _write_next(self) -> bool:
+        """Write the oldest unwritten blame; False when there was none."""
+        with self._lock:
+            if not self._unwritten:
+                return False
+            key = next(iter(self._unwritten))
+            blame = self._unwritten.pop(key)
+        data = encode_blame(blame)  # off the lock: readers go on meanwhile
+        with self._lock:
+            if key in self._unwritten:  # put again meanwhile: that one is written instead
+                return True
+            self._write(key, blame, data)
+        return True
+
+    def _write(self, key: CacheKey, blame: Blame, data: bytes) -> None:
+        """One blame to disk (the lock held)."""
+        if self._db is not None:
             try:
                 self._db.execute("BEGIN")
                 self._db.execute(
@@ -407,7 +471,8 @@ class BlameCache:
             count, total = count - 1, total - row[4]
 
     def stats(self) -> tuple[int, int]:
-        """(entries on disk, bytes on disk)."""
+        """(entries on disk, bytes on disk), once what is unwritten is written."""
+        self.flush()
         with self._lock:
             if self._db is None:
                 return (0, 0)
@@ -415,6 +480,17 @@ class BlameCache:
                 "SELECT count(*), coalesce(sum(size), 0) FROM blame"
             ).fetchone()
             return int(count), int(total)
+
+
+# Open caches, written out as the process ends (a writer thread is a daemon: it would not be).
+_OPEN: weakref.WeakSet[BlameCache] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_open() -> None:
+    for cache in list(_OPEN):
+        with contextlib.suppress(Exception):  # the end of the process: a cache is only a cache
+            cache.flush()
 
 
 def _disk_size(key: CacheKey, blame: Blame, data: bytes) -> int:

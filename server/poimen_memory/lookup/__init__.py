@@ -45,10 +45,12 @@ def new_checkouts(
     repo_override: str | None = None,
     detect_moves: bool = False,
     cache_path: Path | None = None,
+    write_later: bool = False,
 ) -> checkouts.Checkouts:
     """An empty Checkouts over the persistent blame cache at ``cache_path`` (by default, in
-    the default ``cache_dir``: a process with settings passes its own)."""
-    cache = BlameCache(cache_path or Settings().blame_cache_path)
+    the default ``cache_dir``: a process with settings passes its own); ``write_later`` (a
+    server): new blames go to disk after the answer they were made for."""
+    cache = BlameCache(cache_path or Settings().blame_cache_path, write_later=write_later)
     return checkouts.Checkouts(cache, repo_override, detect_moves)
 
 
@@ -62,16 +64,21 @@ def build_service(
     *,
     settings: Settings | None = None,
     pending: service.PendingResolver | None = None,
+    serving: bool = False,
 ) -> service.LookupService:
     """A LookupService over ``settings`` (by default: only ``default_project`` and
     ``repo_override`` set) with the given work trees registered (NotInRepository if one is
     not); whole-file blames are shared through ``store`` unless ``shared_blames`` is off (or
-    the settings' ``blame.shared_cache``); ``pending`` anchors remembered lines on lookup."""
+    the settings' ``blame.shared_cache``); ``pending`` anchors remembered lines on lookup;
+    ``serving``: a server's (blames are written to disk after the answers they were made
+    for)."""
     if settings is None:
         project = None if default_project is None else default_project.value
         settings = Settings(project=project, repo=repo_override)
     cache_path = cache_path or settings.blame_cache_path
-    known = new_checkouts(settings.repo, settings.blame.detect_moves, cache_path=cache_path)
+    known = new_checkouts(
+        settings.repo, settings.blame.detect_moves, cache_path=cache_path, write_later=serving
+    )
     found = service.LookupService(store, known, settings, pending)
     if shared_blames and settings.blame.shared_cache:
         known.share_through(store, found.project_for_repo)

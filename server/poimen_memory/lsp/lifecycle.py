@@ -148,7 +148,7 @@ def rebuild_service(ls: PoimenServer) -> list[Future[None]]:
         message = redact_dsn(f"{SECTION}.dsn: {exc}", config.dsn)
         ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, message))
         store = _open_store(config.model_copy(update={"dsn": None}))
-    services = build_services(store, config)
+    services = build_services(store, config, serving=True)
     services.service.checkouts.find_timeout = FIND_WAIT
     ls.state.services = services
     searches = [search for root in ls.state.roots if (search := _find_folder(ls, services, root))]

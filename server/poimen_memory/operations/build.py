@@ -28,11 +28,14 @@ def build_services(
     *,
     cache_path: Path | None = None,
     shared_blames: bool = True,
+    serving: bool = False,
 ) -> Services:
     """The services over ``store`` and the work trees containing ``repo_dirs``
     (NotInRepository if one is in none), as ``settings`` say: its project (or the one derived
     from each repository), repository identity, blame options, and how long remembered lines
-    wait for their commit. Lookups anchor remembered lines once a commit holds them."""
+    wait for their commit. Lookups anchor remembered lines once a commit holds them.
+    ``serving``: for a server (LSP, MCP, HTTP), whose answers go out before the blames made
+    for them are written to disk."""
     service = build_service(
         store,
         repo_dirs,
@@ -40,5 +43,6 @@ def build_services(
         shared_blames=shared_blames,
         settings=settings,
         pending=pending_resolver(store),
+        serving=serving,
     )
     return Services(service, Recorder(service, settings.pending_days), settings)
