@@ -527,6 +527,33 @@ def test_wait_mode_takes_the_project_from_the_repository(
     assert node_count(store_dsn, entry["project"]) == 6
 
 
+def test_lock_files_are_pruned_at_most_once_a_day(tmp_path: Path) -> None:
+    """Stale lock files go on the first run; the next runs of the day do not look again (a
+    glob of every lock file on each run adds up); once the marker is a day old, they do."""
+    from poimen_memory.hooks.state import PRUNE_EVERY_S, prune_locks
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    week_ago = time.time() - 8 * 24 * 3600
+
+    def stale(name: str) -> Path:
+        (path := locks / name).touch()
+        os.utime(path, (week_ago, week_ago))
+        return path
+
+    first = stale("a.waiting")
+    prune_locks(locks)
+    assert not first.exists()
+    second = stale("b.running")
+    prune_locks(locks)
+    assert second.exists()  # looked at less than a day ago
+    earlier = time.time() - PRUNE_EVERY_S - 60
+    os.utime(locks / "pruned", (earlier, earlier))
+    prune_locks(locks)
+    assert not second.exists()
+    assert (locks / "pruned").exists()
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

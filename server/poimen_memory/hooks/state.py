@@ -35,6 +35,8 @@ __all__ = [
 LOG_MAX_BYTES = 1_000_000
 # Lock files of transcripts no run has touched for this long are deleted.
 LOCKS_KEPT_S = 7 * 24 * 3600.0
+# ... looked for at most this often (a glob of every lock file, on each run, adds up).
+PRUNE_EVERY_S = 24 * 3600.0
 
 
 def _state_dir(settings: Settings | None = None) -> Path:
@@ -130,7 +132,14 @@ def transcript_locks(transcript: Path, settings: Settings | None = None) -> tupl
 
 
 def prune_locks(locks: Path, older_than_s: float = LOCKS_KEPT_S) -> None:
-    """Delete the lock files of transcripts no run has touched for a while (a free one only)."""
+    """Delete the lock files of transcripts no run has touched for a while (a free one only):
+    at most once every PRUNE_EVERY_S (a marker file's time says when), not on every run."""
+    marker = locks / "pruned"  # no dot: never taken for a lock file
+    with contextlib.suppress(OSError):
+        if time.time() - marker.stat().st_mtime < PRUNE_EVERY_S:
+            return
+    with contextlib.suppress(OSError):
+        marker.touch()
     cutoff = time.time() - older_than_s
     for path in locks.glob("*.*"):
         with contextlib.suppress(OSError):
