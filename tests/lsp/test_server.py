@@ -347,3 +347,42 @@ async def test_cold_code_lens_reports_progress_and_logs_reach_the_client(world: 
     finally:
         await client.shutdown_session()
         await client.stop()
+
+
+def test_the_first_request_of_each_method_finds_its_converter_ready() -> None:
+    """cattrs writes (and compiles) a function per message type on first use: the server
+    makes those of the methods it serves at start, so no first hover, lens or command waits
+    for them (no code is generated while its messages are read and its results written)."""
+    import linecache
+
+    from poimen_memory.lsp.server import create_server
+
+    server = create_server()
+    converter = server.protocol._converter
+    uri = {"uri": "file:///w/a.rs"}
+    messages = {
+        types.HoverRequest: {
+            "method": types.TEXT_DOCUMENT_HOVER, "id": 1,
+            "params": {"textDocument": uri, "position": {"line": 1, "character": 0}},
+        },
+        types.CodeLensRequest: {
+            "method": types.TEXT_DOCUMENT_CODE_LENS, "id": 2, "params": {"textDocument": uri},
+        },
+        types.DidOpenTextDocumentNotification: {
+            "method": types.TEXT_DOCUMENT_DID_OPEN,
+            "params": {"textDocument": {**uri, "languageId": "rust", "version": 1, "text": ""}},
+        },
+        types.ExecuteCommandRequest: {
+            "method": types.WORKSPACE_EXECUTE_COMMAND, "id": 3,
+            "params": {"command": "mem.ping", "arguments": [{}]},
+        },
+    }  # fmt: skip
+    generated = {name for name in linecache.cache if "cattrs generated" in name}
+    for kind, message in messages.items():
+        converter.structure({"jsonrpc": "2.0", **message}, kind)
+    lens = types.CodeLens(types.Range(types.Position(0, 0), types.Position(0, 0)))
+    converter.unstructure([lens], list[types.CodeLens])  # lenses: serialized once, by type
+    converter.unstructure(types.HoverResponse(id=1, result=types.Hover(contents="x")))
+    converter.unstructure(types.Hover(contents="x"), types.Hover)
+    made = {name for name in linecache.cache if "cattrs generated" in name} - generated
+    assert not made, f"made on first use: {sorted(made)}"

@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -65,6 +66,22 @@ class PoimenProtocol(LanguageServerProtocol):
                 self._send_response(msg_id, error=error.to_response_error())
             return
         super().handle_message(message)
+
+    def prepare(self, methods: Iterable[str], results: Iterable[Any] = ()) -> None:
+        """Make the converter's functions for the messages of ``methods`` (requests in,
+        results out) and for ``results`` (types given to ``to_json``) now, at start: cattrs
+        writes and compiles one per type on its first use, a few milliseconds each, which
+        the first request of each method would wait for."""
+        for kind in results:
+            self._converter.get_unstructure_hook(kind)
+        for method in methods:
+            known = types.METHOD_TO_TYPES.get(method)
+            if known is None:
+                continue
+            message, result = known[0], known[1]
+            self._converter.get_structure_hook(message)
+            if result is not None:
+                self._converter.get_unstructure_hook(result)
 
     def to_json(self, value: Any, kind: Any) -> JsonText:
         """``value`` (of type ``kind``) serialized as the protocol would send it."""

@@ -246,4 +246,9 @@ def create_server() -> PoimenServer:
         server.feature(method, options)(handler)
     for command, run in COMMANDS.items():
         server.command(command)(_command(run))
+    served = [method for method, _, _ in FEATURES]
+    server.protocol.prepare(
+        [*served, types.EXIT, types.WORKSPACE_EXECUTE_COMMAND],
+        results=[list[types.CodeLens], types.Hover],
+    )
     return server
