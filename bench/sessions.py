@@ -32,6 +32,9 @@ Floors, measured in the same run:
   --porcelain -L`` of just those lines per file and one ``git log -p`` of the commits blame
   names (the arguments ingest uses: the anchors' line hashes and the patch ids come from those
   diffs); for one whose lines wait, its edited files read from the work tree;
+* per session too: a connection of its own and one transaction that writes, committed: what
+  any process the hook starts pays to store a session, however few its rows (one COPY of all
+  sessions' rows would spread one connection and one commit over all of them);
 * for the throughput, those per-session floors summed, plus COPY of every row the hook wrote
   (one COPY per table into a fresh migrated database, as figure g).
 """
@@ -832,9 +835,25 @@ def _dump_table(dsn: str, table: str) -> tuple[list[str], bytes, int]:
     return columns, data, int(count[0])
 
 
-def copy_floor(bench: Bench, dsn: str) -> tuple[float, dict[str, int]]:
+def session_floor(dsn: str, runs: int = 30) -> float:
+    """Median seconds of what any process writing one session's rows pays besides the rows:
+    a connection of its own and one transaction that writes (one row, so that its commit
+    waits for the write-ahead log as a session's does), then closing."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS n_floor_commit (x int)")
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        with psycopg.connect(dsn) as conn:  # one transaction, committed on leaving
+            conn.execute("INSERT INTO n_floor_commit VALUES (1)")
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def copy_floor(bench: Bench, dsn: str) -> tuple[float, float, dict[str, int]]:
     """COPY of every row the hook wrote into a fresh migrated database (the median of a few
-    loads, each into the emptied tables); the rows per table."""
+    loads, each into the emptied tables); a session's own connection and commit there
+    (session_floor); the rows per table."""
     dump = floors.dump_tables(dsn) | {"pending_anchor": _dump_table(dsn, "pending_anchor")}
     target = bench.fresh_db("n_copy")
     try:
@@ -848,9 +867,10 @@ def copy_floor(bench: Bench, dsn: str) -> tuple[float, dict[str, int]]:
         copied = {t: r for t, (_, _, r) in floors.dump_tables(target).items()}
         copied["pending_anchor"] = _dump_table(target, "pending_anchor")[2]
         assert copied == written, f"COPY loaded {copied}, the hook wrote {written}"
+        each = session_floor(target)
     finally:
         bench.drop_db(str(conninfo.conninfo_to_dict(target)["dbname"]))
-    return statistics.median(loads), written
+    return statistics.median(loads), each, written
 
 
 def worker_start(bench: Bench, runs: int = 3) -> float:
@@ -880,9 +900,10 @@ class Run:
         default_factory=lambda: {"nodes": 0, "anchors": 0, "pending_edits": 0, "bad_records": 0}
     )
 
-    def floor_each(self) -> list[float]:
-        """Each session's floor: its transcript parsed, and its git."""
-        return [p + g for p, g in zip(self.parse, self.git, strict=True)]
+    def floor_each(self, commit: float = 0.0) -> list[float]:
+        """Each session's floor: its transcript parsed, its git, and ``commit`` (a session's
+        own connection and transaction)."""
+        return [p + g + commit for p, g in zip(self.parse, self.git, strict=True)]
 
 
 def run_sessions(maker: SessionMaker, count: int, dsn: str, rng: random.Random) -> Run:
@@ -945,7 +966,7 @@ def fig_n(bench: Bench) -> None:
             run = run_sessions(maker, count, dsn, random.Random(SEED + 2))
             start = worker_start(bench)
             blames = (cache / "blame.sqlite3").stat().st_size
-        copy, written = copy_floor(bench, dsn)
+        copy, commit, written = copy_floor(bench, dsn)
     finally:
         bench.drop_db(str(conninfo.conninfo_to_dict(dsn)["dbname"]))
         for scratch in (cache, transcripts):  # each some hundreds of MB
@@ -959,8 +980,8 @@ def fig_n(bench: Bench) -> None:
         f" a worker's own start (Python, mem's imports) adds {start * 1000:.0f} ms a session,"
         " not counted"
     )
-    _throughput(bench, run, where, copy, written, setup)
-    _latency(bench, run)
+    _throughput(bench, run, where, copy, commit, written, setup)
+    _latency(bench, run, commit)
 
 
 def _sessions(bench: Bench, run: Run, where: str) -> str:
@@ -987,16 +1008,23 @@ def _sessions(bench: Bench, run: Run, where: str) -> str:
 
 
 def _throughput(
-    bench: Bench, run: Run, where: str, copy: float, written: dict[str, int], setup: str
+    bench: Bench,
+    run: Run,
+    where: str,
+    copy: float,
+    commit: float,
+    written: dict[str, int],
+    setup: str,
 ) -> None:
     n = len(run.ours)
     ours, parse, git_s = sum(run.ours), sum(run.parse), sum(run.git)
+    commits = n * commit
     rows = ", ".join(f"{table} {count}" for table, count in written.items() if count)
     # Throughput ratio: ours per second / floor per second = floor time / our time.
     bench.add(
-        "n. hook ingest, sessions/s vs COPY + parse + git",
+        "n. hook ingest, sessions/s vs COPY + commit + parse + git",
         n / ours,
-        n / (copy + parse + git_s),
+        n / (copy + commits + parse + git_s),
         ">= 0.5x",
         lambda r: r >= 0.5,
         "sessions/s",
@@ -1004,12 +1032,14 @@ def _throughput(
         f" detached worker of `mem hooks run claude-code` runs: {ours:.1f}s in all,"
         f" {run.logged['nodes']} nodes, {run.logged['anchors']} anchors,"
         f" {run.logged['bad_records']} bad records; the rows written ({rows}) by COPY"
-        f" {copy:.2f}s + json.loads of the transcripts {parse:.1f}s + git {git_s:.1f}s; {setup}",
+        f" {copy:.2f}s + a connection and a commit per session {commits:.1f}s"
+        f" ({commit * 1000:.1f} ms each) + json.loads of the transcripts {parse:.1f}s + git"
+        f" {git_s:.1f}s; {setup}",
     )
 
 
-def _latency(bench: Bench, run: Run) -> None:
-    floor = run.floor_each()
+def _latency(bench: Bench, run: Run, commit: float) -> None:
+    floor = run.floor_each(commit)
     ms = {
         "ours": [
             x * 1000 for x in (_pct(run.ours, 95), statistics.median(run.ours), max(run.ours))
@@ -1017,15 +1047,14 @@ def _latency(bench: Bench, run: Run) -> None:
         "floor": [x * 1000 for x in (_pct(floor, 95), statistics.median(floor), max(floor))],
     }
     bench.add(
-        "n. hook ingest p95 per session vs parse + git p95",
+        "n. hook ingest p95 per session vs parse + git + commit p95",
         _pct(run.ours, 95),
         _pct(floor, 95),
         "<= 2x",
         lambda r: r <= 2.0,
         detail="p95 {:.0f} ms, p50 {:.0f} ms, max {:.0f} ms; ".format(*ms["ours"])
         + "the floor per session (json.loads of its transcript; git cat-file --batch of HEAD"
-        " and its files, then blame -L of its lines HEAD holds and log -p of their commits):"
-        " p95 {:.0f} ms, p50 {:.0f} ms, max {:.0f} ms; writing the rows is in ours only".format(
-            *ms["floor"]
-        ),
+        " and its files, then blame -L of its lines HEAD holds and log -p of their commits; a"
+        " connection and a commit, {:.1f} ms): p95 {:.0f} ms, p50 {:.0f} ms, max {:.0f} ms;"
+        " writing the rows themselves is in ours only".format(commit * 1000, *ms["floor"]),
     )
