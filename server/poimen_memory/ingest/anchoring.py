@@ -66,6 +66,8 @@ class Gathered:
     unlocated: int = 0
     # Edits HEAD does not hold yet, in the order met: they wait for a commit.
     waiting: list[TextAtHead] = field(default_factory=list)
+    # Where each edit's text is in its file at HEAD, as edit_lines found it (not again).
+    located: LocatedEdits = field(default_factory=dict)
 
     def commit(self, name: str, field_name: str = "commit") -> CommitSha:
         """The commit a request names; BadRequest naming it when it is malformed, ambiguous or
@@ -315,12 +317,22 @@ def _locate(request: TextAtHead, text: str) -> _Located:
     return _Located(at is not None, [n for n in positions if n <= count], waiting, twice, False)
 
 
-def edit_lines(request: TextAtHead, data: bytes | None) -> list[int]:
+LocatedEdits = dict[TextAtHead, "_Located"]
+"""Edits located in their file at HEAD (by edit_lines, for _locate_edit)."""
+
+
+def edit_lines(
+    request: TextAtHead, data: bytes | None, located: LocatedEdits | None = None
+) -> list[int]:
     """The lines of the file at HEAD (``data``) whose blame the edit's placing asks for: all
-    of a file's edits are then blamed at once."""
+    of a file's edits are then blamed at once. Where the edit is goes into ``located``, so
+    that placing it does not look again."""
     if data is None or not request.text.strip("\n").strip():
         return []
-    return _locate(request, data.decode("utf-8", "surrogateescape")).positions
+    found = _locate(request, data.decode("utf-8", "surrogateescape"))
+    if located is not None:
+        located[request] = found
+    return found.positions
 
 
 def _locate_edit(
@@ -341,7 +353,7 @@ def _locate_edit(
     if data is None:
         git.waiting.append(request)
         return []
-    found = _locate(request, data.decode("utf-8", "surrogateescape"))
+    found = git.located.get(request) or _locate(request, data.decode("utf-8", "surrogateescape"))
     if found.ambiguous:
         git.unlocated += 1  # never guess
         return []

@@ -35,6 +35,7 @@ from poimen_memory.ingest.anchoring import (
     EDIT_CLOCK_SKEW,
     BadRequest,
     Gathered,
+    LocatedEdits,
     Run,
     edit_lines,
     resolve,
@@ -195,10 +196,11 @@ def enrich(
 
     # The lines at HEAD the edits of each file ask about: one blame of them all per file.
     edited: dict[str, set[int]] = defaultdict(set)
+    located: LocatedEdits = {}
     for d in wanted:
         for r in d.anchors:
             if isinstance(r, TextAtHead):
-                edited[r.file].update(edit_lines(r, blobs.get((head, r.file))))
+                edited[r.file].update(edit_lines(r, blobs.get((head, r.file)), located))
     partial: dict[str, Blame] = {}
 
     def head_lines(file: str, lines: Sequence[int]) -> Blame:
@@ -223,7 +225,10 @@ def enrich(
             partial[file] = known
         return known
 
-    git = Gathered(repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at, head_lines)
+    git = Gathered(
+        repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at, head_lines,
+        located=located,
+    )  # fmt: skip
     pending: dict[str, list[Run]] = defaultdict(list)
     out.head = head
     for d in wanted:
