@@ -107,3 +107,44 @@ def test_memories_recorded_later_show_once_answers_are_forgotten(scene: Scene) -
     assert _hover_texts(service, other, 10) == set()  # remembered until told
     service.invalidate()
     assert _hover_texts(service, other, 10) == {"Other things."}
+
+
+def test_a_memory_on_a_change_too_big_to_read_still_leaves_other_files_quiet(
+    scene: Scene,
+) -> None:
+    """The lines a memory is on came in a commit whose change is too big to be read (a
+    vendored import, over 20,000 lines): their texts are read from the file at that commit,
+    so a file that holds none of them is still answered without a blame; the memory's own
+    lines show it as before."""
+    from poimen_memory.gitio.diffs import line_hash
+
+    repo = scene.repo
+    put(repo, APP, base("q"))
+    repo.commit("initial", "Initial app", CAROL)
+    added = [
+        "    let lease = pool.lease(tenant)?;",
+        "    lease.pin(region);",
+        "    lease.renew_in(Duration::from_secs(30));",
+    ]
+    insert(repo, APP, 4, added)
+    put(repo, "vendor/big.txt", "".join(f"vendored line {i}\n" for i in range(21_000)))
+    repo.commit("A", "Lease per tenant, and the vendored library", ALICE)
+    scene.ingest([memory(LEASES, at(APP, 5, 7))])
+    put(repo, OTHER, base("other", 30))
+    repo.commit("B", "Another module", BOB)
+    with scene.store._connector.connection() as conn:
+        rows = conn.execute(
+            "SELECT line_hashes FROM git_anchor WHERE project = %s", (scene.project.value,)
+        ).fetchall()
+    assert [r["line_hashes"] for r in rows] == [[line_hash(text) for text in added]]
+    service = scene.service()
+    other = repo.root / OTHER
+    doc = service.document(DocumentRequest(file=str(other)))
+    assert doc is not None
+    assert doc.by_line == {}
+    assert service.needs_blame(other), "a file with no memories was blamed"
+    app = repo.root / APP
+    doc = service.document(DocumentRequest(file=str(app)))
+    assert doc is not None
+    assert set(doc.by_line) == {5, 6, 7}
+    assert _hover_texts(service, app, 6) == {LEASES}

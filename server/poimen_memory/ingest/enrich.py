@@ -30,6 +30,7 @@ from poimen_memory.domain import (
 )
 from poimen_memory.gitio import Blame, BlameLine, Blamer, EmptyRepository, GitError, GitRepo
 from poimen_memory.gitio.blamerun import merged_ranges
+from poimen_memory.gitio.diffs import line_hash
 from poimen_memory.gitio.history import Change, changes
 from poimen_memory.ingest.anchoring import (
     EDIT_CLOCK_SKEW,
@@ -53,6 +54,9 @@ from poimen_memory.ingest.model import (
 __all__ = ["EDIT_CLOCK_SKEW", "Enriched", "enrich"]
 
 Progress = Callable[[str, int, int], None]
+# Files at most this big are read for the texts of lines whose commit's change was too big to
+# read (a bigger one leaves those lines' texts unknown, as before).
+MAX_TEXT_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -257,6 +261,18 @@ def enrich(
         _rejected(out, [d for d in wanted if d.local_id in pending], exc)
         return Enriched(bad=out.bad, bad_ids=out.bad_ids)
     by_id = {d.local_id: d for d in wanted}
+    read: dict[tuple[CommitSha, str], bytes | None] = {}
+
+    def text_at(commit: CommitSha, path: str) -> bytes | None:
+        """The file at a commit (remembered), for the texts of lines its change is too big
+        to have been read for."""
+        if (commit, path) not in read:
+            try:
+                read[(commit, path)] = repo.blobs([(commit, path)])[(commit, path)]
+            except GitError:
+                read[(commit, path)] = None
+        return read[(commit, path)]
+
     for local_id, runs in pending.items():
         draft = by_id[local_id]
         missing = [c for c, *_ in runs if c not in infos]
@@ -271,7 +287,9 @@ def enrich(
             )
         try:
             anchors = [
-                _anchor(project, draft, repo_id, place, changed if at_origin else {})
+                _anchor(project, draft, repo_id, place, changed, text_at)
+                if at_origin
+                else _anchor(project, draft, repo_id, place, {})
                 for place, at_origin in places.items()
             ]
         except ContentError as exc:
@@ -317,8 +335,12 @@ def _anchor(
     repo_id: RepoId,
     place: tuple[CommitSha, str, int, int],
     changed: dict[CommitSha, Change],
+    texts: Callable[[CommitSha, str], bytes | None] | None = None,
 ) -> Anchor:
-    """An anchor, with its lines' hashes and place in the change when its commit added them."""
+    """An anchor, with its lines' hashes and place in the change when its commit added them.
+    Lines of a change too big to be read (``Change.complete`` false) that blame says the
+    commit wrote get their hashes from the file at the commit (``texts``): the same texts,
+    with no place in the change (lookups then know which lines may carry the memory)."""
     commit, path, first, last = place
     hashes: tuple[int | None, ...] | None = None
     added_from: int | None = None
@@ -329,6 +351,11 @@ def _anchor(
         if start is not None and end is not None and end - start == last - first:
             added_from = start
             hashes = tuple(file_change.hash_at(n) for n in range(first, last + 1))
+    elif change is not None and not change.complete and first > 0 and texts is not None:
+        data = texts(commit, path)
+        lines = None if data is None or len(data) > MAX_TEXT_BYTES else data.split(b"\n")
+        if lines is not None and last <= len(lines):
+            hashes = tuple(line_hash(line) for line in lines[first - 1 : last])
     return Anchor(
         project, draft.node.sha256, repo_id, commit, path, first, last, hashes, added_from
     )
