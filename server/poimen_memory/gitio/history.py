@@ -131,14 +131,20 @@ def ancestors_of(repo: GitRepo, commits: Iterable[CommitSha], head: CommitSha) -
         raise UnknownCommit(f"head: {head.value} is not a commit in {repo.root}")
     candidates = [sha for sha in wanted if sha in present]
     if len(candidates) <= IS_ANCESTOR_MAX:
-        found: set[CommitSha] = set()
-        for sha in candidates:
+
+        def is_ancestor(sha: CommitSha) -> bool:
             done = repo.runner.run(
                 repo.root, ["merge-base", "--is-ancestor", sha.value, head.value], ok_codes=(0, 1)
             )
-            if done.returncode == 0:
-                found.add(sha)
-        return found
+            return done.returncode == 0
+
+        if len(candidates) <= 1:
+            return {sha for sha in candidates if is_ancestor(sha)}
+        # Each answer is a process of its own, mostly waiting on git: several at once.
+        workers = max(1, min(PROCESSES, os.cpu_count() or 1, len(candidates)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="poimen-ancestry") as pool:
+            answers = list(pool.map(is_ancestor, candidates))
+        return {sha for sha, yes in zip(candidates, answers, strict=True) if yes}
     left = {sha.value: sha for sha in candidates}
     reached: set[CommitSha] = set()
     args = ["rev-list", head.value, "--"]

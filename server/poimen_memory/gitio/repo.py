@@ -8,6 +8,7 @@ first. Only GitError subclasses leave here.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     import git
 
 __all__ = ["GitRepo"]
+
+log = logging.getLogger(__name__)
 
 _HEX_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
 
@@ -194,6 +197,15 @@ class GitRepo:
     def close(self) -> None:
         """Stop the object reader's git processes (restarted by the next read)."""
         self._objects.close()
+
+    def warm(self) -> None:
+        """Start the object reader's git process and read HEAD's commit through it now (a
+        server does this when it registers the work tree), so that the first lookup does
+        not wait for either. Nothing is raised: a lookup finds any problem again."""
+        try:
+            self._objects.data(self.head().value)
+        except GitError as exc:
+            log.debug("work tree %s not warmed: %s", self.root, exc)
 
     # -- paths ----------------------------------------------------------------------------
 

@@ -175,7 +175,8 @@ def _find_folder(ls: PoimenServer, services: Services, root: Path) -> Future[Non
     def find() -> None:
         problem = None
         try:
-            services.service.checkouts.add(root)
+            _, blamer = services.service.checkouts.add(root)
+            blamer.repo.warm()  # its git process up before the first lookup needs it
         except NotInRepository as exc:  # a folder of several repositories, or of none
             log.info("workspace folder %s: %s", root, exc)
         except Exception as exc:  # git failed: said once; never takes the server down
