@@ -5,6 +5,7 @@ user go. The settings are loaded by the adapter and passed here."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,6 +42,7 @@ __all__ = [
     "postgres_version",
     "release_embedded",
     "scratch_dir",
+    "settle_heap",
     "store_target",
 ]
 
@@ -132,3 +134,11 @@ def postgres_version(dsn: str) -> str:
 def scratch_dir(settings: Settings) -> Path:
     """A directory for files shown to the user (rendered memories), under the cache dir."""
     return settings.cache_dir / "memories"
+
+
+def settle_heap() -> None:
+    """A server's start-up is done: what it made (its imports' modules, classes and tables,
+    its settings and services) moves to the collector's permanent generation, so that no
+    later collection walks it again. Left there, a full collection during a request walked
+    the whole start-up heap: 70 ms, on the first code lens of a fresh language server."""
+    gc.freeze()

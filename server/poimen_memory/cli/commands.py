@@ -33,6 +33,7 @@ from poimen_memory.wiring import (
     grants_for,
     migrate_store,
     postgres_version,
+    settle_heap,
     store_target,
 )
 
@@ -216,6 +217,7 @@ def http(args: argparse.Namespace) -> int:
             max_connections=settings.http_max_connections,
         )
         server = uvicorn.Server(limits)
+        settle_heap()  # built: what start-up made is never collected again
         with _hang_up_stops(server):  # uvicorn itself stops gracefully on SIGINT and SIGTERM
             server.run(sockets=[listening])
     return 0

@@ -14,7 +14,7 @@ from poimen_memory.cli.errors import UsageError
 from poimen_memory.cli.operations import settings_of, work_trees
 from poimen_memory.operations import build_services
 from poimen_memory.settings import Settings, is_loopback
-from poimen_memory.wiring import Store, store_target
+from poimen_memory.wiring import Store, settle_heap, store_target
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -88,6 +88,7 @@ def mcp_serve(args: argparse.Namespace) -> int:
             # No --repo: the work tree it was started in, and on stdio the client's roots.
             follow = not args.repo and http is None
             tools = MemoryTools.serving(services, trees, client_roots=follow)
+        settle_heap()  # built: what start-up made is never collected again
         if http is None:
             serve_stdio(tools)
         else:

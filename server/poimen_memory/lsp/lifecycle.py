@@ -21,7 +21,7 @@ from poimen_memory.lsp.config import SECTION, names_section, parse_config
 from poimen_memory.lsp.documents import workspace_roots
 from poimen_memory.operations import Services, build_services
 from poimen_memory.settings import Settings, load_settings, redact_dsn
-from poimen_memory.wiring import IngestListener, open_store
+from poimen_memory.wiring import IngestListener, open_store, settle_heap
 
 if TYPE_CHECKING:
     from poimen_memory.lsp.server import PoimenServer
@@ -60,6 +60,7 @@ async def initialize(ls: PoimenServer, params: types.InitializeParams) -> None:
     ls.state.roots = workspace_roots(params)
     apply_config(ls, params.initialization_options, base=_machine_settings(ls))
     searches = rebuild_service(ls)
+    settle_heap()  # the server is built: what start-up made is never collected again
     if searches:
         await asyncio.wait([asyncio.wrap_future(f) for f in searches], timeout=FOLDER_WAIT)
 
