@@ -2,7 +2,7 @@
 
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameEntry, BlameLine
 from poimen_memory.gitio.blamer import Blamer
-from poimen_memory.gitio.cache import BlameCache, CacheKey
+from poimen_memory.gitio.cache import BlameCache, CacheKey, note_activity
 from poimen_memory.gitio.errors import (
     BinaryFile,
     EmptyRepository,
@@ -57,4 +57,5 @@ __all__ = [
     "local_identity",
     "map_buffer_to_head",
     "normalize_remote",
+    "note_activity",
 ]

@@ -37,7 +37,7 @@ from cachetools import LRUCache
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
 
-__all__ = ["BlameCache", "CacheKey"]
+__all__ = ["BlameCache", "CacheKey", "note_activity"]
 
 # The size of every cache in gitio, in one place; the least recently used entry goes first.
 DISK_BLAMES = 5000  # whole-file blames on disk per cache file (and 4x as many head_file rows)
@@ -48,7 +48,8 @@ FILE_TEXTS = 16  # per Blamer: file bytes at HEAD, diffed against unsaved buffer
 TEXT_DIGESTS = 4096  # per Blamer: (file, HEAD) -> sha256 of its text
 LINE_ORIGINS = 4096  # per Blamer: single-line blames of cold hovers
 WARMING = 1024  # per Blamer: (file, HEAD) whose whole-file blame was started in background
-WRITE_DELAY_S = 0.2  # a new blame goes to disk this long after it is kept in memory
+WRITE_DELAY_S = 0.2  # a new blame goes to disk once the server has been idle this long
+WRITE_WAIT_MAX_S = 10.0  # ... or once it has waited this long, busy or not
 
 # 2: the repository joined the key (entries of format 1 are dropped, never misread).
 _FORMAT = 2
@@ -384,6 +385,7 @@ class BlameCache:
                 self._unwritten.pop(key, None)
                 self._write(key, blame, data)
             return
+        note_activity()  # made for an answer still to go out
         with self._lock:
             self._memory[key] = blame
             if self._db is None:
@@ -402,11 +404,17 @@ class BlameCache:
             pass
 
     def _write_later(self) -> None:
-        """The writer thread: after a pause, what is unwritten, until nothing is."""
+        """The writer thread: what is unwritten, one blame at a time, each once the process
+        has been idle for WRITE_DELAY_S (``note_activity``: a request taken) or once the
+        oldest has waited WRITE_WAIT_MAX_S; until nothing is left."""
+        started = time.monotonic()
         while True:
-            time.sleep(WRITE_DELAY_S)
-            while self._write_next():
-                pass
+            time.sleep(WRITE_DELAY_S / 4)
+            now = time.monotonic()
+            if now - _LAST_ACTIVITY[0] < WRITE_DELAY_S and now - started < WRITE_WAIT_MAX_S:
+                continue
+            self._write_next()
+            started = time.monotonic()
             with self._lock:
                 if not self._unwritten:
                     self._writer = None
@@ -480,6 +488,16 @@ class BlameCache:
                 "SELECT count(*), coalesce(sum(size), 0) FROM blame"
             ).fetchone()
             return int(count), int(total)
+
+
+# When a server last took a request (note_activity): its writers wait for a quiet moment.
+_LAST_ACTIVITY = [float("-inf")]
+
+
+def note_activity() -> None:
+    """A server took a request: blames waiting to be written (``write_later``) wait until
+    it has been idle for WRITE_DELAY_S, so that writing them never slows its answers."""
+    _LAST_ACTIVITY[0] = time.monotonic()
 
 
 # Open caches, written out as the process ends (a writer thread is a daemon: it would not be).

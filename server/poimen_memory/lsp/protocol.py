@@ -26,6 +26,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcServerNotInitialized
 from pygls.protocol import LanguageServerProtocol
 
+from poimen_memory.gitio import note_activity
+
 __all__ = ["EXIT_GRACE", "JsonText", "PoimenProtocol"]
 
 EXIT_GRACE: Final = 5.0
@@ -50,6 +52,7 @@ class PoimenProtocol(LanguageServerProtocol):
 
     def handle_message(self, message: Any) -> None:
         """Refuse what comes before ``initialize``; note how ``exit`` should end."""
+        note_activity()  # blames are written to the local cache between requests
         method = getattr(message, "method", None)
         if method == types.EXIT:
             self.exit_status = 0 if self._shutdown else 1
