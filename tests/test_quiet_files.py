@@ -148,3 +148,26 @@ def test_a_memory_on_a_change_too_big_to_read_still_leaves_other_files_quiet(
     assert doc is not None
     assert set(doc.by_line) == {5, 6, 7}
     assert _hover_texts(service, app, 6) == {LEASES}
+
+
+def test_a_memory_on_short_lines_of_a_change_too_big_to_read_follows_a_rename(
+    scene: Scene,
+) -> None:
+    """A memory on lines too short to be told by text (a blank line, a `}`), in a commit
+    whose change is too big to read: no file is ruled out by text for it, and a renamed file
+    still shows it (blame follows the rename)."""
+    repo = scene.repo
+    put(repo, APP, base("q"))
+    repo.commit("initial", "Initial app", CAROL)
+    insert(repo, APP, 4, ["    lease.pin(region);", "", "    }"])
+    put(repo, "vendor/big.txt", "".join(f"vendored line {i}\n" for i in range(21_000)))
+    repo.commit("A", "Pin, and the vendored library", ALICE)
+    scene.ingest([memory(LEASES, at(APP, 6, 7))])
+    repo.git("mv", APP, "src/renamed.rs")
+    repo.commit("R", "Rename the app", BOB)
+    service = scene.service()
+    renamed = repo.root / "src/renamed.rs"
+    assert _hover_texts(service, renamed, 7) == {LEASES}
+    doc = service.document(DocumentRequest(file=str(renamed)))
+    assert doc is not None
+    assert set(doc.by_line) == {6, 7}
