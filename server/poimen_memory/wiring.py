@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.gitio import GitError, GitRepo, GitRunner
+from poimen_memory.gitio import GitError, GitRepo, GitRunner, note_activity
 from poimen_memory.gitio.hooksdir import HooksDir, exclude_locally, hooks_dir
 from poimen_memory.settings import Settings
 from poimen_memory.store import (
@@ -38,6 +38,7 @@ __all__ = [
     "git_version",
     "grants_for",
     "migrate_store",
+    "note_activity",
     "open_store",
     "postgres_version",
     "release_embedded",

@@ -26,7 +26,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcServerNotInitialized
 from pygls.protocol import LanguageServerProtocol
 
-from poimen_memory.gitio import note_activity
+from poimen_memory.wiring import note_activity
 
 __all__ = ["EXIT_GRACE", "JsonText", "PoimenProtocol"]
 
