@@ -171,3 +171,114 @@ def test_a_memory_on_short_lines_of_a_change_too_big_to_read_follows_a_rename(
     doc = service.document(DocumentRequest(file=str(renamed)))
     assert doc is not None
     assert set(doc.by_line) == {6, 7}
+
+
+def _short_lines_remembered(scene: Scene) -> None:
+    """APP with a memory on a blank line and a `}` (texts too short to tell), in an ordinary
+    commit; OTHER, committed later, with none."""
+    repo = scene.repo
+    put(repo, APP, base("q"))
+    repo.commit("initial", "Initial app", CAROL)
+    insert(repo, APP, 4, ["    lease.pin(region);", "", "    }"])
+    repo.commit("A", "Pin the lease", ALICE)
+    scene.ingest([memory(LEASES, at(APP, 6, 7))])
+    put(repo, OTHER, base("other", 30))
+    repo.commit("B", "Another module", BOB)
+    with scene.store._connector.connection() as conn:
+        rows = conn.execute(
+            "SELECT line_hashes FROM git_anchor WHERE project = %s", (scene.project.value,)
+        ).fetchall()
+    assert [r["line_hashes"] for r in rows] == [None]
+
+
+def test_a_memory_on_short_lines_leaves_other_files_quiet_while_its_file_stays(
+    scene: Scene,
+) -> None:
+    """A memory whose lines cannot be told by text keeps other files quiet as long as the
+    file it is on is still there: its lines can have gone nowhere else. Its own file shows
+    it as before."""
+    _short_lines_remembered(scene)
+    service = scene.service()
+    other = scene.repo.root / OTHER
+    doc = service.document(DocumentRequest(file=str(other)))
+    assert doc is not None
+    assert doc.by_line == {}
+    assert _hover_texts(service, other, 7) == set()
+    assert service.needs_blame(other), "a file with no memories was blamed"
+    app = scene.repo.root / APP
+    assert _hover_texts(service, app, 7) == {LEASES}
+    doc = service.document(DocumentRequest(file=str(app)))
+    assert doc is not None
+    assert set(doc.by_line) == {6, 7}
+
+
+def test_a_memory_on_short_lines_is_looked_for_everywhere_when_blame_follows_moves(
+    scene: Scene,
+) -> None:
+    """With ``blame.detectMoves`` on, blame can take a line from any file of a commit, so a
+    memory whose lines cannot be told by text rules no file out: each is blamed."""
+    from poimen_memory.lookup import build_service
+    from poimen_memory.settings import Settings
+
+    _short_lines_remembered(scene)
+    settings = Settings(project=scene.project.value, blame={"detect_moves": True})
+    service = build_service(
+        scene.store, [scene.repo.root], cache_path=scene.tmp / "moves.db", settings=settings
+    )
+    other = scene.repo.root / OTHER
+    doc = service.document(DocumentRequest(file=str(other)))
+    assert doc is not None
+    assert doc.by_line == {}
+    assert not service.needs_blame(other), "a file was ruled out though blame follows moves"
+
+
+def test_a_memory_on_short_lines_follows_its_file_renamed(scene: Scene) -> None:
+    """Once the file a memory on short lines is on is renamed, its lines may be anywhere the
+    old path went: the renamed file is blamed and shows the memory."""
+    _short_lines_remembered(scene)
+    scene.repo.git("mv", APP, "src/renamed.rs")
+    scene.repo.commit("R", "Rename the app", BOB)
+    service = scene.service()
+    renamed = scene.repo.root / "src/renamed.rs"
+    assert _hover_texts(service, renamed, 7) == {LEASES}
+    doc = service.document(DocumentRequest(file=str(renamed)))
+    assert doc is not None
+    assert set(doc.by_line) == {6, 7}
+
+
+def test_a_memory_on_short_lines_recorded_after_a_rename_is_looked_for_where_it_was_seen(
+    scene: Scene,
+) -> None:
+    """Lines too short to be told by text, written before their file was renamed and
+    remembered after: the anchor is at their origin (the old path, gone), and keeps the path
+    they were named at. Other files stay quiet while that path is a file; the renamed file
+    shows the memory."""
+    repo = scene.repo
+    put(repo, APP, base("q"))
+    repo.commit("initial", "Initial app", CAROL)
+    insert(repo, APP, 4, ["    lease.pin(region);", "", "    }"])
+    repo.commit("A", "Pin the lease", ALICE)
+    repo.git("mv", APP, "src/renamed.rs")
+    repo.commit("R", "Rename the app", BOB)
+    put(repo, OTHER, base("other", 30))
+    repo.commit("B", "Another module", BOB)
+    scene.ingest([memory(LEASES, at("src/renamed.rs", 6, 7))])
+    with scene.store._connector.connection() as conn:
+        rows = conn.execute(
+            "SELECT file, found_in, line_hashes FROM git_anchor WHERE project = %s",
+            (scene.project.value,),
+        ).fetchall()
+    assert [(r["file"], r["found_in"], r["line_hashes"]) for r in rows] == [
+        (APP, "src/renamed.rs", None)
+    ]
+    service = scene.service()
+    other = repo.root / OTHER
+    doc = service.document(DocumentRequest(file=str(other)))
+    assert doc is not None
+    assert doc.by_line == {}
+    assert service.needs_blame(other), "a file with no memories was blamed"
+    renamed = repo.root / "src/renamed.rs"
+    assert _hover_texts(service, renamed, 7) == {LEASES}
+    doc = service.document(DocumentRequest(file=str(renamed)))
+    assert doc is not None
+    assert set(doc.by_line) == {6, 7}

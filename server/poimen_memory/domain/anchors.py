@@ -83,9 +83,14 @@ class Anchor:
     # line), and where line_start sits among the lines its commit added to the file.
     line_hashes: tuple[int | None, ...] | None = field(default=None, compare=False)
     added_from: int | None = field(default=None, compare=False)
+    # Where the lines were when they were recorded, when that is not ``file`` (renamed since
+    # the commit): the place to look for lines whose texts cannot be told apart.
+    found_in: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_repo_path("file", self.file)
+        if self.found_in is not None:
+            check_repo_path("found_in", self.found_in)
         checks.check_int("line_start", self.line_start, 0, checks.INT4_MAX)
         checks.check_int("line_end", self.line_end, 0, checks.INT4_MAX)
         if (self.line_start == 0) != (self.line_end == 0):

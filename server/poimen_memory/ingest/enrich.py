@@ -233,13 +233,14 @@ def enrich(
         repo, head, resolved, ambiguous, blobs, present, blame_at, lines_at, head_lines,
         located=located,
     )  # fmt: skip
-    pending: dict[str, list[Run]] = defaultdict(list)
+    # Each run with the path its request named the lines at (where they were seen).
+    pending: dict[str, list[tuple[Run, str]]] = defaultdict(list)
     out.head = head
     for d in wanted:
         met = len(git.waiting)
         try:
             for r in d.anchors:
-                pending[d.local_id].extend(resolve(r, git))
+                pending[d.local_id].extend((run, r.file) for run in resolve(r, git))
         except BadRequest as exc:
             out.reject(d, f"anchors: {exc}")
             pending.pop(d.local_id, None)
@@ -252,8 +253,8 @@ def enrich(
 
     # 3. commit metadata from the repository, for every commit an anchor points at, and the
     #    changes of the commits origin anchors point at (one process each).
-    needed = {commit for runs in pending.values() for commit, *_ in runs}
-    origins = {commit for runs in pending.values() for commit, *_, at_origin in runs if at_origin}
+    needed = {run[0] for runs in pending.values() for run, _ in runs}
+    origins = {run[0] for runs in pending.values() for run, _ in runs if run[4]}
     try:
         infos = repo.commits(needed, repo_id)
         changed |= _changes(repo, origins - set(changed), on_progress)
@@ -275,21 +276,23 @@ def enrich(
 
     for local_id, runs in pending.items():
         draft = by_id[local_id]
-        missing = [c for c, *_ in runs if c not in infos]
+        missing = [run[0] for run, _ in runs if run[0] not in infos]
         if missing:
             out.reject(draft, f"anchors: commit {missing[0].value} has no metadata")
             continue
         # One anchor per place; where a literal anchor is also an origin one, the origin wins.
         places: dict[tuple[CommitSha, str, int, int], bool] = {}
-        for commit, path, first, last, at_origin in runs:
+        seen_at: dict[tuple[CommitSha, str, int, int], str] = {}
+        for (commit, path, first, last, at_origin), seen in runs:
             places[(commit, path, first, last)] = (
                 places.get((commit, path, first, last), False) or at_origin
             )
+            seen_at.setdefault((commit, path, first, last), seen)
         try:
             anchors = [
-                _anchor(project, draft, repo_id, place, changed, text_at)
+                _anchor(project, draft, repo_id, place, changed, text_at, seen_at[place])
                 if at_origin
-                else _anchor(project, draft, repo_id, place, {})
+                else _anchor(project, draft, repo_id, place, {}, found_in=seen_at[place])
                 for place, at_origin in places.items()
             ]
         except ContentError as exc:
@@ -336,11 +339,13 @@ def _anchor(
     place: tuple[CommitSha, str, int, int],
     changed: dict[CommitSha, Change],
     texts: Callable[[CommitSha, str], bytes | None] | None = None,
+    found_in: str | None = None,
 ) -> Anchor:
     """An anchor, with its lines' hashes and place in the change when its commit added them.
     Lines of a change too big to be read (``Change.complete`` false) that blame says the
     commit wrote get their hashes from the file at the commit (``texts``): the same texts,
-    with no place in the change (lookups then know which lines may carry the memory)."""
+    with no place in the change (lookups then know which lines may carry the memory).
+    ``found_in``: the path the lines were named at (kept when it is not the anchor's own)."""
     commit, path, first, last = place
     hashes: tuple[int | None, ...] | None = None
     added_from: int | None = None
@@ -364,8 +369,9 @@ def _anchor(
         if any(h is not None for h in found):
             hashes = found
     return Anchor(
-        project, draft.node.sha256, repo_id, commit, path, first, last, hashes, added_from
-    )
+        project, draft.node.sha256, repo_id, commit, path, first, last, hashes, added_from,
+        found_in=None if found_in == path else found_in,
+    )  # fmt: skip
 
 
 def _added_by(

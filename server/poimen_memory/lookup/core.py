@@ -270,24 +270,26 @@ class LookupCore:
     ) -> bool:
         """Whether no memory of ``project`` can be found on any line of ``rel`` at ``head``,
         known without blaming it: no anchor at that path, none pending there, none anywhere
-        in the repository holding one of its line texts, none whose texts are unknown
-        (``Store.file_may_have_memories``). A line's memories come from an anchor covering
-        its origin, whose texts hold the line's text (blame keeps a line only while its text
-        stays), or from a rewritten commit's anchor found by that text. Remembered per
-        (project, repository, file, HEAD), forgotten with the rest when memories arrive.
+        in the repository holding one of its line texts (``Store.file_may_have_memories``),
+        and the lines of every anchor whose texts cannot tell were recorded at another path
+        that is still a file at ``head`` (``_kept_in_place``). A line's memories come from an
+        anchor covering its origin, whose texts hold the line's text (blame keeps a line only
+        while its text stays), or from a rewritten commit's anchor found by that text.
+        Remembered per (project, repository, file, HEAD), forgotten when memories arrive.
         False whenever it cannot tell (git or the store failing): the lookup goes on."""
 
         def compute() -> bool | None:
             try:
                 # First without the texts (no hashing): a file with memories stops here.
-                if self.store.file_may_have_memories(project, repo_id, rel, None):
+                probe = self.store.file_may_have_memories(project, repo_id, rel, None)
+                if probe.may or not _kept_in_place(blamer, probe.untexted, rel, head):
                     return False
                 hashes = self.hashes_at(blamer, rel, head)
                 if hashes is None:
                     return None
                 texts = [h for h in hashes[1] if h is not None]
-                return not self.store.file_may_have_memories(project, repo_id, rel, texts)
-            except (StoreUnavailable, ContentError) as exc:
+                return not self.store.file_may_have_memories(project, repo_id, rel, texts).may
+            except (StoreUnavailable, ContentError, GitError) as exc:
                 log.debug("could not tell whether %s has memories: %s", rel, exc)
                 return None
 
@@ -296,3 +298,21 @@ class LookupCore:
     def forget_pending(self, repo: RepoId, project: ProjectId) -> None:
         """Look for pending anchors of ``repo`` again (something was just remembered)."""
         self.pending_files.drop_where(lambda key: key[:2] == (project, repo))
+
+
+def _kept_in_place(blamer: Blamer, paths: frozenset[str] | None, rel: str, head: CommitSha) -> bool:
+    """Whether the lines of anchors recorded at ``paths`` (whose texts cannot tell where
+    they went) cannot be in ``rel``: it is not one of them, each is still a file at ``head``
+    and blame
+    does not follow lines across files (``blame.detectMoves``). Lines leave a path only with
+    the file (git follows a rename when the old path is gone); a path renamed and made again
+    later is the case this cannot see, where a memory on such lines is missed, never
+    misplaced. False when there are too many paths to check (None)."""
+    if paths is None or rel in paths:
+        return False
+    if not paths:
+        return True
+    if blamer.repo.detect_moves:
+        return False
+    wanted = [(head, path) for path in sorted(paths)]
+    return len(blamer.repo.existing(wanted)) == len(wanted)

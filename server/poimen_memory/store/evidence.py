@@ -28,10 +28,22 @@ from poimen_memory.store.connector import Connection, Connector
 from poimen_memory.store.queries import evidence_query, query
 from poimen_memory.store.reads import readable_node
 
-__all__ = ["MAX_ANCHORS", "Evidence", "EvidencePage", "EvidenceReads", "Run", "warm_connection"]
+__all__ = [
+    "MAX_ANCHORS",
+    "Evidence",
+    "EvidencePage",
+    "EvidenceReads",
+    "FileProbe",
+    "Run",
+    "warm_connection",
+]
 
 # Bound on anchors one lookup returns, so one request cannot pull a whole project.
 MAX_ANCHORS = 10_000
+
+# Bound on the anchors without usable texts one probe of a file reads (more: the file is
+# looked up by blame, as when the store cannot tell).
+UNTEXTED_LIMIT = 256
 
 Run = tuple[CommitSha, str, int, int]
 """A run of original lines: ``(commit, file, first line, last line)``."""
@@ -53,6 +65,17 @@ LensBlock = tuple[
 """Consecutive current lines with the same memories: ``(first line, last line, memory ids in
 order, then nodes, commits, files, line_starts, line_ends)``; those five only in the first
 block, each the list of every memory by id (id 1 first), the rest None."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileProbe:
+    """What the store says of a file before any blame: ``may``, a memory can be found on it
+    (an anchor at its path, pending there, or one holding a line text of it); ``untexted``,
+    the paths where the lines of the anchors whose texts cannot be told (a whole-file anchor,
+    lines too short to hash) were when recorded, None when there are too many to list."""
+
+    may: bool
+    untexted: frozenset[str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,15 +313,22 @@ class EvidenceReads:
 
     def file_may_have_memories(
         self, project: ProjectId, repo: RepoId, file: str, hashes: Iterable[int] | None
-    ) -> bool:
+    ) -> FileProbe:
         """Whether any memory of ``project`` could be found on a line of ``file`` whose line
         texts hash to ``hashes`` (``file_may_have_memories``; None: leave the texts out, a
-        first look that needs no hashing): false lets a lookup answer "none" without
-        blaming the file."""
+        first look that needs no hashing), and where the anchors are whose texts cannot
+        tell: false, with none of those, lets a lookup answer "none" without blaming it."""
         texts = None if hashes is None else sorted(set(hashes))
-        params = {"project": project, "repo": repo, "file": file, "hashes": texts}
+        params = {
+            "project": project, "repo": repo, "file": file, "hashes": texts,
+            "limit": UNTEXTED_LIMIT,
+        }  # fmt: skip
         rows = self._connector.fetch_all("file_may_have_memories", params)
-        return bool(rows and rows[0]["may"])
+        if not rows:
+            return FileProbe(may=True, untexted=None)
+        files = rows[0]["untexted"] or []
+        untexted = None if len(files) > UNTEXTED_LIMIT else frozenset(files)
+        return FileProbe(may=bool(rows[0]["may"]), untexted=untexted)
 
     def repo_known(self, project: ProjectId, repo: RepoId) -> bool:
         """Whether ``project`` has memories anchored in ``repo``."""
@@ -337,7 +367,8 @@ def warm_connection(conn: Connection) -> None:
     commit = CommitSha("0" * 40)
     line = {**where, "commit_sha": commit, "line": 1, "max_anchors": 2, "page": 1}
     conn.execute(evidence_query("anchors_line"), line, prepare=True).fetchall()
-    conn.execute(query("file_may_have_memories"), {**where, "hashes": None}, prepare=True)
+    probe = {**where, "hashes": None, "limit": UNTEXTED_LIMIT}
+    conn.execute(query("file_may_have_memories"), probe, prepare=True)
     conn.execute(query("pending_files"), where, prepare=True).fetchall()
     runs = {"commits": [commit], "files": [""], "orig_starts": [1], "starts": [1], "lengths": [1]}
     conn.execute(query("lens_blocks"), {**where, **runs}, prepare=True).fetchall()

@@ -81,9 +81,12 @@ class StoredAnchor:
 
     @property
     def line_hashes(self) -> list[int | None] | None:
-        """The hashes of the anchored lines, or None when unknown."""
+        """The hashes of the anchored lines, or None when they cannot tell the lines apart
+        (unknown, or every line too short to hash)."""
         hashes = self.anchor.line_hashes
-        return None if hashes is None else list(hashes)
+        if hashes is None or all(h is None for h in hashes):
+            return None
+        return list(hashes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +173,7 @@ ANCHORS = Table(
         ("line_end", "anchor.line_end"),
         ("line_hashes", "line_hashes"),
         ("added_from", "anchor.added_from"),
+        ("found_in", "anchor.found_in"),
     ),
 )
 PENDING = Table(

@@ -588,21 +588,24 @@ LIMIT %(max_anchors)s;
 
 -- name: file_may_have_memories
 -- Whether a lookup of a file could find any memory of the project, answered without a blame:
--- through an anchor at that path (any commit), a pending anchor there, an anchor anywhere in
--- the repository holding one of the file's line texts (a line blamed to another path, after
--- a rename, or a rewritten commit's candidate: those are found by text), or an anchor whose
--- texts are not known (a whole-file anchor, or one stored before texts were). Each is one
--- index probe; false only when none of them finds a row.
+-- through an anchor at that path (any commit), a pending anchor there, or an anchor anywhere
+-- in the repository holding one of the file's line texts (a line blamed to another path,
+-- after a rename, or a rewritten commit's candidate: those are found by text). Each is one
+-- index probe; false only when none of them finds a row. Also where the lines of the
+-- anchors whose texts are not known or too short to tell (a whole-file anchor, a closing
+-- brace) were when recorded, for at most %(limit)s anchors (one more: there are more): the
+-- caller decides whether those lines could be in this file (renamed since).
 SELECT EXISTS (SELECT 1 FROM git_anchor a
                WHERE a.project = %(project)s AND a.file = %(file)s AND a.repo = %(repo)s)
     OR EXISTS (SELECT 1 FROM pending_anchor p
                WHERE p.project = %(project)s AND p.repo = %(repo)s AND p.file = %(file)s)
     OR EXISTS (SELECT 1 FROM git_anchor a
-               WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.line_hashes IS NULL)
-    OR EXISTS (SELECT 1 FROM git_anchor a
                WHERE a.project = %(project)s AND a.repo = %(repo)s
                  AND a.line_hashes IS NOT NULL AND a.line_hashes && %(hashes)s::bigint[])
-    AS may;
+    AS may,
+    ARRAY(SELECT coalesce(a.found_in, a.file) FROM git_anchor a
+          WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.line_hashes IS NULL
+          LIMIT %(limit)s + 1) AS untexted;
 
 -- name: repo_known
 -- Whether a project has memories anchored in a repository (one probe of git_commit's key).
