@@ -60,6 +60,14 @@ class Blame:
         default=None, init=False, compare=False, repr=False, hash=False
     )
 
+    def relabelled(self, rev: CommitSha) -> Blame:
+        """This blame as made at ``rev`` (a commit with the same version of the file)."""
+        if rev == self.rev:
+            return self
+        return Blame(
+            path=self.path, rev=rev, lines=self.lines, commits=self.commits, complete=self.complete
+        )
+
     def origin(self, line: int) -> BlameLine | None:
         """The origin of ``line`` (1-based) in ``rev``, or None when it is not in this blame."""
         if self.complete:

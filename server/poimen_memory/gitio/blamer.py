@@ -147,15 +147,55 @@ class Blamer:
         """blame_file() and where the answer came from: ``cache``, ``shared``,
         ``incremental`` or ``git`` (``mem blame`` shows it)."""
         at = self.repo.head() if rev is None else rev
-        key = self.key(path, at)
-        hit = self.cache.get(key, at)
-        if hit is not None:
-            return hit, "cache"
-        blame, source = self._compute(path, key.commit, on_entry)
+        if self._known_last(path, at) is None and not self._reusable(path):
+            # Nothing kept here or shared can answer for this file: git blames it now, and
+            # the last commit touching it (the cache key) is found meanwhile.
+            key, blame = self._blame_first(path, at, on_entry)
+            source = "git"
+        else:
+            key = self.key(path, at)
+            hit = self.cache.get(key, at)
+            if hit is not None:
+                return hit, "cache"
+            blame, source = self._compute(path, key.commit, on_entry)
         self.cache.put(key, blame)
         if source != "shared":
             self._reuse.share(blame)
         return self.cache.get(key, at) or blame, source
+
+    def _reusable(self, path: str) -> bool:
+        """Whether a blame of ``path`` is kept here or shared (under these settings), from
+        which the one asked for might come without git blame."""
+        return self.cache.has_path(self._repo_key(), path, self.repo.blame_fingerprint()) or (
+            self.shared is not None
+            and self.shared.has_path(path, self.repo.shared_blame_fingerprint())
+        )
+
+    def _blame_first(
+        self, path: str, at: CommitSha, on_entry: Callable[[BlameEntry], None] | None
+    ) -> tuple[CacheKey, Blame]:
+        """git's blame of ``path`` at ``at`` (the same lines as at the last commit touching
+        it), while another git process finds that commit; the blame is labelled with it."""
+        found: list[CommitSha | GitError] = []
+
+        def find() -> None:
+            try:
+                found.append(self.repo.last_commit(path, at))
+            except GitError as exc:
+                found.append(exc)
+
+        finder = threading.Thread(target=find, name="poimen-last-commit", daemon=True)
+        finder.start()
+        try:
+            self.sources["git"] += 1
+            blame = self.repo.blame(path, at, on_entry=on_entry)
+        finally:
+            finder.join()
+        last = found[0]
+        if isinstance(last, GitError):
+            raise last
+        self._remember_last(path, at, last)
+        return self._key(path, last), blame.relabelled(last)
 
     def _compute(
         self, path: str, last: CommitSha, on_entry: Callable[[BlameEntry], None] | None
@@ -182,10 +222,7 @@ class Blamer:
         with self._lock:
             if (path, at, line) in self._lines:
                 return self._lines[(path, at, line)]
-        if self.cache.has_path(self._repo_key(), path, self.repo.blame_fingerprint()) or (
-            self.shared is not None
-            and self.shared.has_path(path, self.repo.shared_blame_fingerprint())
-        ):
+        if self._reusable(path):
             # A blame of this file is known somewhere: the line from it (a shared row, or
             # traced through the commits since an earlier blame) costs less than git's.
             # One walk gives the last commit touching the file and the checkpoint candidates.

@@ -247,7 +247,7 @@ class BlameCache:
         with self._lock:
             hit = self._memory.get(key) or self._unwritten.get(key)
             if hit is not None:
-                return hit if hit.rev == rev else _relabel(hit, rev)
+                return hit.relabelled(rev)
             if self._db is None:
                 return None
             try:
@@ -516,9 +516,3 @@ def _disk_size(key: CacheKey, blame: Blame, data: bytes) -> int:
     keyed = sum(len(str(v).encode("utf-8", "surrogateescape")) for v in key.row()) + 16
     rows = sum(keyed + len(ln.commit.value) + len(ln.orig_path) for ln in blame.lines)
     return len(data) + int(rows * _LINE_ROW_SPACE)
-
-
-def _relabel(blame: Blame, rev: CommitSha) -> Blame:
-    return Blame(
-        path=blame.path, rev=rev, lines=blame.lines, commits=blame.commits, complete=blame.complete
-    )
