@@ -473,3 +473,38 @@ def test_expiring_pending_anchors_touches_only_the_project_named(
     assert (left(projects[0]), left(projects[1])) == (1, 2)  # the other project's stale one stays
     assert store.expire_pending() >= 1
     assert (left(projects[0]), left(projects[1])) == (1, 1)  # only the unexpired ones are left
+
+
+def test_candidates_chosen_from_a_prefetch_are_what_the_statement_answers(
+    store: Store, project: ProjectId
+) -> None:
+    """A code lens reads every anchor holding one of its file's texts while the file is
+    blamed, then chooses from them as ``rewrite_candidates`` would (texts, commits left out,
+    those of one file first). Both answers, rows and order, for many random questions."""
+    import random
+
+    rng = random.Random(27)
+    texts = list(range(1, 13))
+    files = ["src/a.rs", "src/B.rs", "src/c/d.rs", "z.rs"]
+    shas = [CommitSha(c * 40) for c in "3456789a"]
+    nodes = [mk(project, Level.L0, f"note {i}") for i in range(6)]
+    anchors = []
+    for i in range(60):
+        start = rng.randrange(1, 50)
+        hashes = tuple(rng.choice([*texts, None]) for _ in range(rng.randrange(1, 4)))
+        anchors.append(
+            Anchor(
+                project, rng.choice(nodes).sha256, REPO, rng.choice(shas), rng.choice(files),
+                start, start + len(hashes) - 1, line_hashes=hashes,
+            )
+        )  # fmt: skip
+    store.insert_batch(Batch(nodes=nodes, commits=[commit(s) for s in shas], anchors=anchors))
+    for _ in range(40):
+        file_texts = rng.sample(texts, rng.randrange(1, len(texts)))
+        known = store.rewrite_candidates(project, REPO, file_texts, [], "")
+        asked = rng.sample(file_texts, rng.randrange(1, len(file_texts) + 1))
+        exclude = rng.sample(shas, rng.randrange(0, 4))
+        first = rng.choice([*files, "", "src/elsewhere.rs"])
+        direct = store.rewrite_candidates(project, REPO, asked, exclude, first)
+        assert direct, "a question with no answer checks nothing"
+        assert store.candidates_among(known, asked, exclude, first) == direct

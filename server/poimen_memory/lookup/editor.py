@@ -4,10 +4,12 @@ answered from the caches while HEAD stays."""
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId
+from poimen_memory.errors import StoreUnavailable
 from poimen_memory.gitio import BlameLine, Blamer, GitError, map_buffer_to_head
 from poimen_memory.lookup.core import FileAt, LookupCore, TextFacts
 from poimen_memory.lookup.errors import LookupFailed
@@ -15,8 +17,11 @@ from poimen_memory.lookup.lenses import DocumentLenses
 from poimen_memory.lookup.located import LocatedLookups
 from poimen_memory.lookup.requests import DocumentRequest, HoverRequest
 from poimen_memory.lookup.results import DocumentMemories, LineMemory, LookupResult
+from poimen_memory.store.connector import StoreRejected
 
 __all__ = ["EditorLookups"]
+
+log = logging.getLogger(__name__)
 
 
 class EditorLookups:
@@ -115,10 +120,12 @@ class EditorLookups:
         def compute() -> DocumentMemories | None:
             if self._core.quiet(scope, repo_id, blamer, rel, head):
                 return DocumentMemories(repo_id, rel, {})  # nothing to find: no blame
-            # The store works on the lines blame has found while it finds the rest, and the
-            # lines' text hashes (for rewritten commits, once blame is done) are taken meanwhile.
+            # The store works on the lines blame has found while it finds the rest; the lines'
+            # text hashes, and the anchors holding those texts (rewritten commits' candidates,
+            # chosen from once blame is done), are read meanwhile.
             stream = self._lenses.stream(scope, repo_id)
-            hashing = self._pool.submit(self._core.hashes_at, blamer, rel, head)
+            where = FileAt(scope, repo_id, blamer, rel, head)
+            hashing = self._pool.submit(self._lenses.prefetch, where)
             try:
                 blame = blamer.blame_file(rel, head, on_entry=stream.feed)
             except GitError:
@@ -127,8 +134,13 @@ class EditorLookups:
             except BaseException:
                 stream.cancel()
                 raise
-            wait([hashing])  # kept by then: not taken twice, by two threads at once
-            return self._lenses.complete(stream, scope, repo_id, blame, blamer)
+            wait([hashing])  # hashes kept by then: not taken twice, by two threads at once
+            try:
+                known = hashing.result()
+            except (StoreUnavailable, StoreRejected, GitError) as exc:
+                log.debug("candidates of %s not read ahead: %s", rel, exc)
+                known = None
+            return self._lenses.complete(stream, scope, repo_id, blame, blamer, known)
 
         doc = self._core.documents.get_or_compute((scope, repo_id, rel, head), compute)
         if doc is None:

@@ -6,7 +6,7 @@ the lenses are ready about when the blame is."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from poimen_memory.domain import CommitInfo, CommitSha, ProjectId, RepoId, Sha256Hash
 from poimen_memory.domain.ids import trusted
@@ -14,7 +14,7 @@ from poimen_memory.gitio import Blame, BlameEntry, BlameLine, Blamer
 from poimen_memory.lookup.core import FileAt, LookupCore
 from poimen_memory.lookup.located import LocatedLookups
 from poimen_memory.lookup.results import Citation, DocumentMemories, LineMemory, citation_of
-from poimen_memory.store import Store
+from poimen_memory.store import Candidate, Store
 from poimen_memory.store.evidence import LensBlock
 
 __all__ = ["DocumentLenses", "LensStream", "blame_runs"]
@@ -192,6 +192,10 @@ class DocumentLenses:
         citation) and their commits; no node text is read."""
         return self.complete(self.stream(project, repo_id), project, repo_id, blame, blamer)
 
+    def prefetch(self, where: FileAt) -> list[Candidate] | None:
+        """What ``complete`` will choose rewritten commits' anchors from, read meanwhile."""
+        return self._located.prefetch_rewritten(where)
+
     def complete(
         self,
         stream: LensStream,
@@ -199,14 +203,16 @@ class DocumentLenses:
         repo_id: RepoId,
         blame: Blame,
         blamer: Blamer,
+        known: Sequence[Candidate] | None = None,
     ) -> DocumentMemories:
         """The memories of ``blame``'s file from ``stream`` (fed as it was blamed, or not at
-        all), with those of rewritten commits on lines with none at their origin."""
+        all), with those of rewritten commits on lines with none at their origin (chosen
+        from ``known`` when ``prefetch`` read them)."""
         by_line = stream.finish(blame)
         missed = [(o, o.line, o.line) for o in blame.lines if o.line not in by_line]
         rewritten: dict[int, list[LineMemory]] = {}
         where = FileAt(project, repo_id, blamer, blame.path, blame.rev)
-        found = self._located.find_rewritten(where, missed)
+        found = self._located.find_rewritten(where, missed, known=known)
         for f in found:
             memory = LineMemory(f.evidence.node.sha256, citation_of(f.evidence))
             for line in f.lines:

@@ -17,7 +17,7 @@ from poimen_memory.lookup.origins import match_evidence, origin_runs
 from poimen_memory.lookup.requests import MAX_LINE, ByGitRequest
 from poimen_memory.lookup.results import Earlier, LookupResult, assemble
 from poimen_memory.lookup.rewrites import Found, Miss, Rewrites, landed_nodes
-from poimen_memory.store import Evidence
+from poimen_memory.store import Candidate, Evidence
 
 __all__ = ["LocatedLookups"]
 
@@ -164,12 +164,26 @@ class LocatedLookups:
         lines_of: dict[Sha256Hash, list[int]] = {r.node.sha256: [line] for r in rows}
         return _with_rewritten(repo_id, rows, lines_of, found, earlier, line)
 
+    def prefetch_rewritten(self, where: FileAt) -> list[Candidate] | None:
+        """The candidates for all of a file's line texts (``Rewrites.prefetch``), read while
+        it is blamed; None when they cannot be (then ``find_rewritten`` asks the store)."""
+        hashes = self._core.hashes_at(where.blamer, where.file, where.rev)
+        if hashes is None:
+            return None
+        return self._rewrites.prefetch(where.project, where.repo_id, hashes[0])
+
     def find_rewritten(
-        self, where: FileAt, missed: Sequence[tuple[BlameLine, int, int]], *, alone: bool = False
+        self,
+        where: FileAt,
+        missed: Sequence[tuple[BlameLine, int, int]],
+        *,
+        alone: bool = False,
+        known: Sequence[Candidate] | None = None,
     ) -> list[Found]:
         """The evidence of rewritten commits whose change landed on lines with nothing
         anchored at their origin; ``missed``: (origin, line as the caller numbers it, line at
-        ``rev``); ``alone``: each line as a lookup of it alone decides (see Rewrites.find)."""
+        ``rev``); ``alone``: each line as a lookup of it alone decides (see Rewrites.find);
+        ``known``: what ``prefetch_rewritten`` read."""
         if not missed:
             return []
         blamer, rev = where.blamer, where.rev
@@ -182,8 +196,9 @@ class LocatedLookups:
             for origin, line, at in missed
         ]
         return self._rewrites.find(
-            where.project, where.repo_id, blamer.repo, rev, misses, counts, alone=alone
-        )
+            where.project, where.repo_id, blamer.repo, rev, misses, counts, alone=alone,
+            known=known,
+        )  # fmt: skip
 
 
 def _with_rewritten(

@@ -81,6 +81,19 @@ def file_hashes(data: bytes) -> list[int | None]:
 class Rewrites:
     """Finds the anchors of rewritten commits for lines that have none at their origin."""
 
+    def prefetch(
+        self, project: ProjectId, repo_id: RepoId, hashes: Iterable[int | None]
+    ) -> list[Candidate] | None:
+        """Every candidate holding one of a file's line texts (``hashes``), to choose from
+        once blame has said which lines have nothing at their origin (``find``'s ``known``):
+        read while blame runs. None when there are too many to read whole."""
+        wanted = {h for h in hashes if h is not None}
+        if not wanted:
+            return []
+        # In the statement's order with no file first: ``find`` puts its own first.
+        found = self.store.rewrite_candidates(project, repo_id, wanted, [], "")
+        return found if len(found) < MAX_CANDIDATES else None
+
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
@@ -97,19 +110,24 @@ class Rewrites:
         file_counts: Counter[int | None],
         *,
         alone: bool = False,
+        known: Sequence[Candidate] | None = None,
     ) -> list[Found]:
         """What the rewritten commits say of ``misses``; ``file_counts`` counts the text
         hashes of the file's lines at HEAD (text seen twice there is never matched on text).
         ``alone``: each line is decided as a lookup of that line alone decides it (no line
         follows its matched neighbours, and the anchors of the other lines' landing commits
-        count as places a text was recorded at)."""
+        count as places a text was recorded at). ``known``: every candidate for the file's
+        texts, read before (``prefetch``), chosen from instead of asking the store."""
         hashes = {m.text_hash for m in misses if m.text_hash is not None}
         if not hashes:
             return []
         landing = list(dict.fromkeys(m.origin.commit for m in misses))
         paths = Counter(m.origin.orig_path for m in misses)
-        candidates = self.store.rewrite_candidates(
-            project, repo_id, hashes, [] if alone else landing, paths.most_common(1)[0][0]
+        exclude, path = [] if alone else landing, paths.most_common(1)[0][0]
+        candidates = (
+            self.store.rewrite_candidates(project, repo_id, hashes, exclude, path)
+            if known is None
+            else self.store.candidates_among(known, hashes, exclude, path)
         )
         if not candidates:
             return []

@@ -60,7 +60,7 @@ class RewriteReads(EvidenceReads):
         file: str = "",
     ) -> list[Candidate]:
         """Anchors holding any of ``hashes`` at commits other than ``exclude`` (those in
-        ``file`` first): one indexed statement."""
+        ``file`` first, at most MAX_CANDIDATES): one indexed statement."""
         wanted = sorted(set(hashes))
         if not wanted:
             return []
@@ -93,6 +93,24 @@ class RewriteReads(EvidenceReads):
             )
             for node, sha, file_, start, end, hashes_, added_from, patch_id, author_date in rows
         ]
+
+    def candidates_among(
+        self,
+        known: Sequence[Candidate],
+        hashes: Iterable[int],
+        exclude: Iterable[CommitSha],
+        file: str = "",
+    ) -> list[Candidate]:
+        """What ``rewrite_candidates`` answers, from ``known``: its answer for a superset of
+        ``hashes``, no commit excluded, in the same order, and complete (fewer rows than
+        MAX_CANDIDATES; the caller checks). No statement runs."""
+        wanted = set(hashes)
+        left_out = set(exclude)
+        kept = [
+            c for c in known if c.commit not in left_out and not wanted.isdisjoint(c.line_hashes)
+        ]
+        # Ordered as the statement orders them: those in ``file`` first, then as they came.
+        return sorted(kept, key=lambda c: c.file != file)
 
     def record_aliases(self, project: ProjectId, repo: RepoId, aliases: Sequence[Alias]) -> None:
         """Store aliases (known ones are left as they are: the insert is idempotent)."""
