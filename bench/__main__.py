@@ -149,19 +149,20 @@ class Bench:
         shim.write_text(f'#!/bin/sh\necho "$*" >> "{self.shim_log}"\nexec "{real_git}" "$@"\n')
         shim.chmod(0o755)
 
-    def env(self, cache: Path) -> dict[str, str]:
+    def env(self, cache: Path, *, counted: bool = False) -> dict[str, str]:
+        """A server's or command's environment. ``counted``: git runs through a shim that
+        logs each process (figure d counts them); otherwise git is run as the floors run it,
+        with no shell in front of each process to slow it."""
         env = {k: v for k, v in os.environ.items() if k != "POIMEN_DSN"}
-        env.update(
-            POIMEN_CACHE_DIR=str(cache),
-            POIMEN_CONFIG=str(self.work / "no-config.toml"),
-            PATH=f"{self.shim_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        )
+        env.update(POIMEN_CACHE_DIR=str(cache), POIMEN_CONFIG=str(self.work / "no-config.toml"))
+        if counted:
+            env["PATH"] = f"{self.shim_dir}{os.pathsep}{os.environ.get('PATH', '')}"
         return env
 
-    def server(self, cache: Path) -> LspClient:
+    def server(self, cache: Path, *, counted: bool = False) -> LspClient:
         client = LspClient(
             [sys.executable, "-m", "poimen_memory.cli", "lsp"],
-            self.env(cache),
+            self.env(cache, counted=counted),
             self.repo,
             self.work / "server.log",
         )
@@ -287,7 +288,8 @@ class Bench:
             lambda r: r <= 1.0,
         )
 
-        client = self.server(self.work / f"cache-{uuid.uuid4().hex[:8]}")
+        # This server's git processes are counted (d).
+        client = self.server(self.work / f"cache-{uuid.uuid4().hex[:8]}", counted=True)
         uri = client.open(big, text)
         client.timed("textDocument/codeLens", {"textDocument": {"uri": uri}})
         n = 200 if self.size is FULL else 60
