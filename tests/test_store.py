@@ -489,7 +489,7 @@ def test_candidates_chosen_from_a_prefetch_are_what_the_statement_answers(
     shas = [CommitSha(c * 40) for c in "3456789a"]
     nodes = [mk(project, Level.L0, f"note {i}") for i in range(6)]
     anchors = []
-    for i in range(60):
+    for _ in range(60):
         start = rng.randrange(1, 50)
         hashes = tuple(rng.choice([*texts, None]) for _ in range(rng.randrange(1, 4)))
         anchors.append(
