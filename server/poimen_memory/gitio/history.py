@@ -79,6 +79,10 @@ def changes(
     # Diffs cost git most of the time: batches go to as many git processes as there are
     # cores (at most PROCESSES), each parsed as it streams.
     workers = max(1, min(PROCESSES, os.cpu_count() or 1, len(batches)))
+    if workers == 1:  # one process: read here, no thread started for it
+        for batch in batches:
+            out |= _changes_of(repo, batch, max_lines, progress)
+        return out
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="poimen-log") as pool:
         for found in pool.map(lambda b: _changes_of(repo, b, max_lines, progress), batches):
             out |= found

@@ -163,6 +163,9 @@ class Connector:
                 configure=self._configure,
                 open=False,
                 name="poimen-memory",
+                # One thread opens the connections a busy server adds (the first is handed
+                # over): a one-shot command (a hook's worker) starts two threads, not four.
+                num_workers=1,
             )
             try:
                 pool.open(wait=True, timeout=max(self.timeout, 1.0))
