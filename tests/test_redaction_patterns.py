@@ -141,6 +141,22 @@ def test_each_sample_is_found_by_its_detector_and_by_no_other(name: str) -> None
 
 
 @pytest.mark.parametrize("name", CASES)
+def test_the_one_pass_finds_a_candidate_wherever_a_detector_does(name: str) -> None:
+    """Text the combined pattern finds nothing in is not given to the detectors: it must
+    find something in every sample, escaped too, and where a detector's pattern does."""
+    from poimen_memory.ingest.secret_rules import ANY_CANDIDATE
+
+    assert ANY_CANDIDATE is not None, "the detectors' patterns no longer combine"
+    text, _, _ = sample(name)
+    for form in (text, json.dumps(text)[1:-1], json.dumps(json.dumps(text))[1:-1]):
+        data = form.encode("latin-1", "replace")
+        if any(d.pattern.search(data) for d in DETECTORS):
+            assert ANY_CANDIDATE.search(data) is not None, (name, form)
+    assert ANY_CANDIDATE.search(text.encode("latin-1", "replace")) is not None
+    assert ANY_CANDIDATE.search(b"an ordinary sentence about buffers, 16 MB of them") is None
+
+
+@pytest.mark.parametrize("name", CASES)
 def test_leaving_out_one_detector_leaves_its_sample_unredacted(name: str) -> None:
     text, _, _ = sample(name)
     redactor = Redactor(detectors=all_but(CASES[name][0]))

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from poimen_memory.ingest.secret_rules import DETECTORS, Detector, Span
+from poimen_memory.ingest.secret_rules import ANY_CANDIDATE, DETECTORS, Detector, Span
 
 __all__ = ["Finding", "Redactor", "find_secrets", "redact"]
 
@@ -105,9 +105,12 @@ def _secret_spans(text: str, detectors: Sequence[Detector]) -> list[tuple[int, i
     """(start, end, detector rank) of every secret, overlapping finds merged into one with
     the lowest rank among them."""
     found: list[tuple[int, int, int]] = []
+    any_of = ANY_CANDIDATE if detectors is DETECTORS else None
     for view in _views(text):
         # Latin-1 keeps one byte a character; characters beyond it are never part of a token.
         data = view.text.encode("latin-1", "replace")
+        if any_of is not None and any_of.search(data) is None:
+            continue  # no detector has a candidate here
         for rank, detector in enumerate(detectors):
             for span in detector.spans(view.text, data):
                 start, end = view.origin(span) if view.parent else span

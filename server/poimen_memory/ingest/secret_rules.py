@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import re2  # type: ignore[import-untyped]  # the package ships no type information
 
-__all__ = ["DETECTORS", "Detector", "Span"]
+__all__ = ["ANY_CANDIDATE", "DETECTORS", "Detector", "Span"]
 
 Span = tuple[int, int]
 
@@ -30,6 +30,8 @@ class _Match(Protocol):
 
 class _Pattern(Protocol):
     def finditer(self, text: bytes, pos: int = 0) -> Iterator[_Match]: ...
+
+    def search(self, text: bytes) -> _Match | None: ...
 
 
 Locate = Callable[[str, _Match], Span | None]
@@ -334,3 +336,31 @@ def _detectors() -> tuple[Detector, ...]:
 
 
 DETECTORS = _detectors()
+
+
+def _any_candidate(detectors: tuple[Detector, ...]) -> _Pattern | None:
+    """One pattern that finds something wherever any of ``detectors``' patterns would (each
+    an alternative, with its own case rule): text where it finds nothing holds no candidate
+    of any of them, and one pass over it replaces one per detector. None when the patterns
+    do not combine (then every detector looks, as without it)."""
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    parts = []
+    for detector in detectors:
+        compiled = cast(Any, detector.pattern)
+        if any(
+            getattr(compiled.options, name) != getattr(options, name)
+            for name in re2.Options.NAMES
+            if name != "case_sensitive"
+        ):
+            return None  # compiled with another option than its case: not combined
+        flags = b"" if compiled.options.case_sensitive else b"i"
+        parts.append(b"(?" + flags + b":" + compiled.pattern + b")")
+    try:
+        return cast(_Pattern, re2.compile(b"|".join(parts), options))
+    except re2.error:
+        return None
+
+
+ANY_CANDIDATE = _any_candidate(DETECTORS)
+"""Finds something in the Latin-1 bytes of any text where a detector has a candidate."""
