@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from psycopg import sql
+from psycopg import Cursor, sql
 
 from poimen_memory.domain import (
     Anchor,
@@ -283,9 +283,17 @@ class BatchWrites:
         ]
         if use_copy is None:  # Batch.size, counted from the rows without building edges again
             use_copy = sum(len(rows) for _, _, rows in writes) >= COPY_THRESHOLD
-        with self._connector.connection() as conn, conn.transaction():
-            added = {count: _write(conn, table, rows, use_copy) for count, table, rows in writes}
-            added["settled"] = _settle(conn, batch.settled)
+        with self._connector.connection() as conn:  # one transaction (no savepoint in it)
+            if use_copy:
+                added = {count: _write(conn, table, rows, True) for count, table, rows in writes}
+                added["settled"] = _count(_settle(conn, batch.settled))
+            else:
+                # A small batch's statements go out together: one round trip, not one each.
+                with conn.pipeline():
+                    sent = {count: _write_rows(conn, table, rows) for count, table, rows in writes}
+                    settling = _settle(conn, batch.settled)
+                added = {count: _count(cursors) for count, cursors in sent.items()}
+                added["settled"] = _count(settling)
             _check_edge_levels(conn, edges)
             if notify is not None:
                 channel, payload = notify
@@ -299,15 +307,29 @@ class BatchWrites:
             conn.execute(query("analyze_anchors"))
 
 
+def _count(cursors: Sequence[Cursor[Any]]) -> int:
+    """The rows ``cursors``' statements wrote (read once their results are in)."""
+    return sum(max(cur.rowcount, 0) for cur in cursors)
+
+
+def _write_rows(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> list[Cursor[Any]]:
+    """Insert ``rows`` into ``table`` row by row (in a pipeline: sent, not yet answered);
+    the cursor counts the new ones."""
+    if not rows:
+        return []
+    cur = conn.cursor()
+    cur.executemany(table.statement("insert_rows"), rows)
+    return [cur]
+
+
 def _write(conn: Connection, table: Table, rows: list[tuple[Any, ...]], copy: bool) -> int:
     """Insert ``rows`` into ``table`` (by COPY into a staging table, or row by row); returns
     how many were new."""
     if not rows:
         return 0
+    if not copy:
+        return _count(_write_rows(conn, table, rows))
     with conn.cursor() as cur:
-        if not copy:
-            cur.executemany(table.statement("insert_rows"), rows)
-            return max(cur.rowcount, 0)
         cur.execute(table.statement("create_stage"))
         with cur.copy(table.statement("copy_stage")) as stage:
             for row in rows:
@@ -316,26 +338,27 @@ def _write(conn: Connection, table: Table, rows: list[tuple[Any, ...]], copy: bo
         return max(cur.rowcount, 0)
 
 
-def _settle(conn: Connection, settled: Sequence[Settled]) -> int:
-    """Delete the pending anchors of nodes whose lines were found; how many went."""
+def _settle(conn: Connection, settled: Sequence[Settled]) -> list[Cursor[Any]]:
+    """Delete the pending anchors of nodes whose lines were found; the cursors count how
+    many went."""
     by_scope: dict[tuple[ProjectId, RepoId], list[Settled]] = {}
     for s in dict.fromkeys(settled):
         by_scope.setdefault((s.project, s.repo), []).append(s)
-    gone = 0
+    cursors = []
     for (project, repo), group in by_scope.items():
-        with conn.cursor() as cur:
-            cur.execute(
-                query("settle_pending"),
-                {
-                    "project": project,
-                    "repo": repo,
-                    "nodes": [s.node for s in group],
-                    "files": [s.file for s in group],
-                    "hashes": [s.hashes_key for s in group],
-                },
-            )
-            gone += max(cur.rowcount, 0)
-    return gone
+        cur = conn.cursor()
+        cur.execute(
+            query("settle_pending"),
+            {
+                "project": project,
+                "repo": repo,
+                "nodes": [s.node for s in group],
+                "files": [s.file for s in group],
+                "hashes": [s.hashes_key for s in group],
+            },
+        )
+        cursors.append(cur)
+    return cursors
 
 
 def _check_edge_levels(conn: Connection, edges: list[Edge]) -> None:
