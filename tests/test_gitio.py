@@ -27,7 +27,7 @@ from poimen_memory.gitio import (
     normalize_remote,
 )
 
-from .gitrepo import ALICE, BOB, CAROL, FixtureRepo, kong_repo
+from .gitrepo import ALICE, ALICE_OLD, BOB, CAROL, FixtureRepo, kong_repo
 
 
 @pytest.fixture
@@ -209,6 +209,32 @@ def test_commit_metadata_for_many_commits_in_one_process(kong: FixtureRepo, shim
     assert (abc.message, abc.author_name, abc.author_email) == ("Increase buffer", *ALICE)
     assert abc.repo == RepoId("github.com/org/poimen")
     assert infos[wanted[1]].author_email == BOB[1]
+
+
+def test_with_no_mailmap_no_git_process_maps_authors(kong: FixtureRepo, shim: ShimGit) -> None:
+    """Where git has no mailmap to read (no .mailmap, no mailmap.file or mailmap.blob),
+    authors are as recorded and no check-mailmap runs; a .mailmap written later is read."""
+    (kong.root / ".mailmap").unlink()
+    repo = GitRepo.discover(kong.root, GitRunner(git=str(shim.path)))
+    repo.identity()
+    abc = CommitSha(kong.commits["abc123"])
+    repo.commits([abc])  # the object readers start
+    shim.reset()
+    info = repo.commits([abc])[abc]
+    assert (info.author_name, info.author_email) == ALICE_OLD
+    assert repo.mailmap(ALICE_OLD[1]) == {ALICE_OLD[1]}
+    assert shim.commands() == []
+    (kong.root / ".mailmap").write_text(f"{ALICE[0]} <{ALICE[1]}> <{ALICE_OLD[1]}>\n")
+    info = repo.commits([abc])[abc]
+    assert (info.author_name, info.author_email) == ALICE
+    assert ALICE[1] in repo.mailmap(ALICE_OLD[1])
+    assert "check-mailmap" in shim.commands()
+    # A mailmap.file named in the configuration is read too.
+    (kong.root / ".mailmap").rename(kong.root / "people.map")
+    kong.git("config", "mailmap.file", "people.map")
+    fresh = GitRepo.discover(kong.root, GitRunner(git=str(shim.path)))
+    info = fresh.commits([abc])[abc]
+    assert (info.author_name, info.author_email) == ALICE
 
 
 def test_resolve_commit_prefix_and_refusals(kong: FixtureRepo) -> None:

@@ -59,6 +59,7 @@ class BlameSettings:
     fingerprint: str
     shared_fingerprint: str = ""
     ignored: frozenset[str] = frozenset()
+    maps_authors: bool = True  # whether git has a mailmap to read (else it maps no one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +134,18 @@ class BlameConfig:
             for found in re.findall(rb"^\s*([0-9a-fA-F]{40,64})", contents[path] or b"", re.M)
             for found in [found.decode("ascii")]
         )
-        return BlameSettings(
-            args, config, digest.hexdigest()[:32], self._shared(usable, contents, config), ignored
+        # git reads a work tree's .mailmap (whatever it is: told apart by git, not here), the
+        # last mailmap.file and mailmap.blob; with none of them it maps no one.
+        named_file = bool(self.mailmap_files and self.mailmap_files[-1])
+        maps_authors = (
+            os.path.lexists(self.root / ".mailmap")
+            or (named_file and "mailmap.file=" not in config)
+            or any(c.startswith("mailmap.blob=") and c != "mailmap.blob=" for c in config)
         )
+        return BlameSettings(
+            args, config, digest.hexdigest()[:32], self._shared(usable, contents, config), ignored,
+            maps_authors,
+        )  # fmt: skip
 
     def _shared(
         self, usable: list[Path], contents: dict[Path, bytes | None], config: tuple[str, ...]

@@ -388,7 +388,11 @@ class GitRepo:
             return {}
         identity = identity or self.identity()
         contacts = [(r.author_name, r.author_email) for r in records]
-        mapped = mailmapped(self.runner, self.root, self.blame_config, contacts)
+        mapped = (
+            mailmapped(self.runner, self.root, self.blame_config, contacts)
+            if self._blames.settings().maps_authors
+            else {}  # no mailmap for git to read: every author is as recorded
+        )
         return {info.sha: info for info in (_commit_info(r, identity, mapped) for r in records)}
 
     def mailmap(self, author: str) -> set[str]:
@@ -397,7 +401,7 @@ class GitRepo:
         A name, or anything that is not a plain email address, is returned as it is.
         """
         value = author.strip()
-        if not is_plain_email(value):
+        if not is_plain_email(value) or not self._blames.settings().maps_authors:
             return {value.lower()}
         # .mailmap as git reads it (no link followed; mailmap.file and .blob pinned): ask git.
         mapped = mailmapped(self.runner, self.root, self.blame_config, [("", value)])
