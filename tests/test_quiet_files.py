@@ -27,6 +27,32 @@ def _hover_texts(service: LookupService, path: Path, line: int) -> set[str]:
     return {m.node.text for m in found.memories}
 
 
+def _quiet(service: LookupService, path: Path) -> None:
+    """``path`` has no memories, answered without a blame."""
+    doc = service.document(DocumentRequest(file=str(path)))
+    assert doc is not None
+    assert doc.by_line == {}
+    assert service.needs_blame(path), "a file with no memories was blamed"
+
+
+def _shown(service: LookupService, path: Path, line: int, lines: set[int]) -> None:
+    """``path`` shows LEASES on ``line`` (hover) and its lens covers ``lines``."""
+    assert _hover_texts(service, path, line) == {LEASES}
+    doc = service.document(DocumentRequest(file=str(path)))
+    assert doc is not None
+    assert set(doc.by_line) == lines
+
+
+def _stored(scene: Scene, *columns: str) -> list[tuple[object, ...]]:
+    """``columns`` of each of the project's anchors, as stored."""
+    with scene.store._connector.connection() as conn:
+        rows = conn.execute(
+            f"SELECT {', '.join(columns)} FROM git_anchor WHERE project = %s",
+            (scene.project.value,),
+        ).fetchall()
+    return [tuple(r[c] for c in columns) for r in rows]
+
+
 def _leased(scene: Scene) -> None:
     """APP with a memory on lines 5-7 (commit A); OTHER, committed by B, with none."""
     repo = scene.repo
@@ -132,22 +158,10 @@ def test_a_memory_on_a_change_too_big_to_read_still_leaves_other_files_quiet(
     scene.ingest([memory(LEASES, at(APP, 5, 7))])
     put(repo, OTHER, base("other", 30))
     repo.commit("B", "Another module", BOB)
-    with scene.store._connector.connection() as conn:
-        rows = conn.execute(
-            "SELECT line_hashes FROM git_anchor WHERE project = %s", (scene.project.value,)
-        ).fetchall()
-    assert [r["line_hashes"] for r in rows] == [[line_hash(text) for text in added]]
+    assert _stored(scene, "line_hashes") == [([line_hash(text) for text in added],)]
     service = scene.service()
-    other = repo.root / OTHER
-    doc = service.document(DocumentRequest(file=str(other)))
-    assert doc is not None
-    assert doc.by_line == {}
-    assert service.needs_blame(other), "a file with no memories was blamed"
-    app = repo.root / APP
-    doc = service.document(DocumentRequest(file=str(app)))
-    assert doc is not None
-    assert set(doc.by_line) == {5, 6, 7}
-    assert _hover_texts(service, app, 6) == {LEASES}
+    _quiet(service, repo.root / OTHER)
+    _shown(service, repo.root / APP, 6, {5, 6, 7})
 
 
 def test_a_memory_on_short_lines_of_a_change_too_big_to_read_follows_a_rename(
@@ -165,12 +179,7 @@ def test_a_memory_on_short_lines_of_a_change_too_big_to_read_follows_a_rename(
     scene.ingest([memory(LEASES, at(APP, 6, 7))])
     repo.git("mv", APP, "src/renamed.rs")
     repo.commit("R", "Rename the app", BOB)
-    service = scene.service()
-    renamed = repo.root / "src/renamed.rs"
-    assert _hover_texts(service, renamed, 7) == {LEASES}
-    doc = service.document(DocumentRequest(file=str(renamed)))
-    assert doc is not None
-    assert set(doc.by_line) == {6, 7}
+    _shown(scene.service(), repo.root / "src/renamed.rs", 7, {6, 7})
 
 
 def _short_lines_remembered(scene: Scene) -> None:
@@ -184,11 +193,7 @@ def _short_lines_remembered(scene: Scene) -> None:
     scene.ingest([memory(LEASES, at(APP, 6, 7))])
     put(repo, OTHER, base("other", 30))
     repo.commit("B", "Another module", BOB)
-    with scene.store._connector.connection() as conn:
-        rows = conn.execute(
-            "SELECT line_hashes FROM git_anchor WHERE project = %s", (scene.project.value,)
-        ).fetchall()
-    assert [r["line_hashes"] for r in rows] == [None]
+    assert _stored(scene, "line_hashes") == [(None,)]
 
 
 def test_a_memory_on_short_lines_leaves_other_files_quiet_while_its_file_stays(
@@ -200,16 +205,9 @@ def test_a_memory_on_short_lines_leaves_other_files_quiet_while_its_file_stays(
     _short_lines_remembered(scene)
     service = scene.service()
     other = scene.repo.root / OTHER
-    doc = service.document(DocumentRequest(file=str(other)))
-    assert doc is not None
-    assert doc.by_line == {}
     assert _hover_texts(service, other, 7) == set()
-    assert service.needs_blame(other), "a file with no memories was blamed"
-    app = scene.repo.root / APP
-    assert _hover_texts(service, app, 7) == {LEASES}
-    doc = service.document(DocumentRequest(file=str(app)))
-    assert doc is not None
-    assert set(doc.by_line) == {6, 7}
+    _quiet(service, other)
+    _shown(service, scene.repo.root / APP, 7, {6, 7})
 
 
 def test_a_memory_on_short_lines_is_looked_for_everywhere_when_blame_follows_moves(
@@ -238,12 +236,7 @@ def test_a_memory_on_short_lines_follows_its_file_renamed(scene: Scene) -> None:
     _short_lines_remembered(scene)
     scene.repo.git("mv", APP, "src/renamed.rs")
     scene.repo.commit("R", "Rename the app", BOB)
-    service = scene.service()
-    renamed = scene.repo.root / "src/renamed.rs"
-    assert _hover_texts(service, renamed, 7) == {LEASES}
-    doc = service.document(DocumentRequest(file=str(renamed)))
-    assert doc is not None
-    assert set(doc.by_line) == {6, 7}
+    _shown(scene.service(), scene.repo.root / "src/renamed.rs", 7, {6, 7})
 
 
 def test_a_memory_on_short_lines_recorded_after_a_rename_is_looked_for_where_it_was_seen(
@@ -263,22 +256,7 @@ def test_a_memory_on_short_lines_recorded_after_a_rename_is_looked_for_where_it_
     put(repo, OTHER, base("other", 30))
     repo.commit("B", "Another module", BOB)
     scene.ingest([memory(LEASES, at("src/renamed.rs", 6, 7))])
-    with scene.store._connector.connection() as conn:
-        rows = conn.execute(
-            "SELECT file, found_in, line_hashes FROM git_anchor WHERE project = %s",
-            (scene.project.value,),
-        ).fetchall()
-    assert [(r["file"], r["found_in"], r["line_hashes"]) for r in rows] == [
-        (APP, "src/renamed.rs", None)
-    ]
+    assert _stored(scene, "file", "found_in", "line_hashes") == [(APP, "src/renamed.rs", None)]
     service = scene.service()
-    other = repo.root / OTHER
-    doc = service.document(DocumentRequest(file=str(other)))
-    assert doc is not None
-    assert doc.by_line == {}
-    assert service.needs_blame(other), "a file with no memories was blamed"
-    renamed = repo.root / "src/renamed.rs"
-    assert _hover_texts(service, renamed, 7) == {LEASES}
-    doc = service.document(DocumentRequest(file=str(renamed)))
-    assert doc is not None
-    assert set(doc.by_line) == {6, 7}
+    _quiet(service, repo.root / OTHER)
+    _shown(service, repo.root / "src/renamed.rs", 7, {6, 7})
