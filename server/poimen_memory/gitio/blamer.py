@@ -25,6 +25,7 @@ from poimen_memory.gitio.cache import (
 )
 from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.incremental import touching
+from poimen_memory.gitio.meanwhile import Meanwhile
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.reuse import LADDER, BlameReuse
 from poimen_memory.gitio.shared import SharedBlames
@@ -176,24 +177,13 @@ class Blamer:
     ) -> tuple[CacheKey, Blame]:
         """git's blame of ``path`` at ``at`` (the same lines as at the last commit touching
         it), while another git process finds that commit; the blame is labelled with it."""
-        found: list[CommitSha | GitError] = []
-
-        def find() -> None:
-            try:
-                found.append(self.repo.last_commit(path, at))
-            except GitError as exc:
-                found.append(exc)
-
-        finder = threading.Thread(target=find, name="poimen-last-commit", daemon=True)
-        finder.start()
+        finding = Meanwhile(lambda: self.repo.last_commit(path, at), "poimen-last-commit")
         try:
             self.sources["git"] += 1
             blame = self.repo.blame(path, at, on_entry=on_entry)
         finally:
-            finder.join()
-        last = found[0]
-        if isinstance(last, GitError):
-            raise last
+            finding.wait()
+        last = finding.result()
         self._remember_last(path, at, last)
         return self._key(path, last), blame.relabelled(last)
 

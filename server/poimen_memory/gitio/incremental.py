@@ -28,7 +28,6 @@ every line with ``git blame --porcelain``.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from poimen_memory.domain import CommitSha
@@ -46,6 +45,7 @@ from poimen_memory.gitio.blamelog import (
 from poimen_memory.gitio.blamerun import merged_ranges
 from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.files import read_regular_file
+from poimen_memory.gitio.meanwhile import Meanwhile
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.runner import check_not_option
 
@@ -148,27 +148,15 @@ def _line_from(walk: _Walk, repo: GitRepo, path: str, target: CommitSha, line: i
     """The partial blame of ``line`` alone: traced while another thread reads the file at
     ``target`` for its number of lines (the walk's git process need not wait for it); a
     line past the end has no origin, whatever the walk made of it."""
-    read: list[bytes | GitError] = []
-
-    def count() -> None:
-        try:
-            read.append(repo.blob(target, path))
-        except GitError as exc:
-            read.append(exc)
-
-    reader = threading.Thread(target=count, name="poimen-line-count", daemon=True)
-    reader.start()
+    reading = Meanwhile(lambda: repo.blob(target, path), "poimen-line-count")
     failure: Exception | None = None
     try:
         walk.run(path, target, [(line, 1, line)], line)
     except (GitError, LookupError) as exc:  # past the end, it may not map
         failure = exc
     finally:
-        reader.join()
-    data = read[0]
-    if isinstance(data, GitError):
-        raise data
-    if not 1 <= line <= _count_lines(data):
+        reading.wait()
+    if not 1 <= line <= _count_lines(reading.result()):
         return Blame(path=path, rev=target, lines=(), commits={}, complete=False)
     if failure is not None:
         raise failure
