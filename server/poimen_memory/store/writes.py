@@ -285,7 +285,7 @@ class BatchWrites:
             use_copy = sum(len(rows) for _, _, rows in writes) >= COPY_THRESHOLD
         with self._connector.connection() as conn:  # one transaction (no savepoint in it)
             if use_copy:
-                added = {count: _write(conn, table, rows, True) for count, table, rows in writes}
+                added = {count: _copy_rows(conn, table, rows) for count, table, rows in writes}
                 added["settled"] = _count(_settle(conn, batch.settled))
             else:
                 # A small batch's statements go out together: one round trip, not one each.
@@ -308,8 +308,13 @@ class BatchWrites:
 
 
 def _count(cursors: Sequence[Cursor[Any]]) -> int:
-    """The rows ``cursors``' statements wrote (read once their results are in)."""
-    return sum(max(cur.rowcount, 0) for cur in cursors)
+    """The rows ``cursors``' statements wrote (read once their results are in); the cursors
+    are closed."""
+    total = 0
+    for cur in cursors:
+        total += max(cur.rowcount, 0)
+        cur.close()
+    return total
 
 
 def _write_rows(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> list[Cursor[Any]]:
@@ -322,13 +327,10 @@ def _write_rows(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> 
     return [cur]
 
 
-def _write(conn: Connection, table: Table, rows: list[tuple[Any, ...]], copy: bool) -> int:
-    """Insert ``rows`` into ``table`` (by COPY into a staging table, or row by row); returns
-    how many were new."""
+def _copy_rows(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> int:
+    """Insert ``rows`` into ``table`` by COPY into a staging table; how many were new."""
     if not rows:
         return 0
-    if not copy:
-        return _count(_write_rows(conn, table, rows))
     with conn.cursor() as cur:
         cur.execute(table.statement("create_stage"))
         with cur.copy(table.statement("copy_stage")) as stage:
