@@ -359,15 +359,10 @@ def _anchor(
     elif change is not None and not change.complete and first > 0 and texts is not None:
         data = texts(commit, path)
         lines = None if data is None or len(data) > MAX_TEXT_BYTES else data.split(b"\n")
-        found = (
-            tuple(line_hash(line) for line in lines[first - 1 : last])
-            if lines is not None and last <= len(lines)
-            else ()
-        )
-        # Lines all too short to hash (a `}`, a blank line) are told by no text: left unknown,
-        # as before, so that no lookup rules a file out by text for them (a renamed file).
-        if any(h is not None for h in found):
-            hashes = found
+        # Lines all too short to hash (a `}`, a blank line) are told by no text: stored as
+        # unknown (StoredAnchor.line_hashes), as every such anchor is.
+        if lines is not None and last <= len(lines):
+            hashes = tuple(line_hash(line) for line in lines[first - 1 : last])
     return Anchor(
         project, draft.node.sha256, repo_id, commit, path, first, last, hashes, added_from,
         found_in=None if found_in == path else found_in,
