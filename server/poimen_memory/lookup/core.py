@@ -303,11 +303,10 @@ class LookupCore:
 def _kept_in_place(blamer: Blamer, paths: frozenset[str] | None, rel: str, head: CommitSha) -> bool:
     """Whether the lines of anchors recorded at ``paths`` (whose texts cannot tell where
     they went) cannot be in ``rel``: it is not one of them, each is still a file at ``head``
-    and blame
-    does not follow lines across files (``blame.detectMoves``). Lines leave a path only with
-    the file (git follows a rename when the old path is gone); a path renamed and made again
-    later is the case this cannot see, where a memory on such lines is missed, never
-    misplaced. False when there are too many paths to check (None)."""
+    and blame does not follow lines across files (``blame.detectMoves``). Lines leave a path
+    only with the file (git follows a rename when the old path is gone); a path renamed and
+    made again later is the case this cannot see, where a memory on such lines is missed,
+    never misplaced. False when there are too many paths to check (None)."""
     if paths is None or rel in paths:
         return False
     if not paths:
