@@ -465,11 +465,11 @@ class Bench:
                     lambda params=params: by_author(params),
                 )
             # The statements each lookup runs in the store, as the service runs them (its
-            # pool's settings: no JIT, plans for the parameters), on a connection of its own:
+            # pool's settings: no JIT, Postgres's plan cache), on a connection of its own:
             # by_git one (anchors and evidence), by_commit two (the prefix, then the page).
             stmt = psycopg.connect(
                 self.dsn, autocommit=True,
-                options="-c jit=off -c plan_cache_mode=force_custom_plan",
+                options="-c jit=off -c plan_cache_mode=auto",
             )  # fmt: skip
             register_domain_types(stmt)
             page = {"max_anchors": limit + 1, "page": limit}

@@ -463,7 +463,7 @@ def test_the_dsn_s_own_options_are_kept(store_dsn: str) -> None:
         )
     finally:
         fresh.close()
-    assert shown == ["7MB", "on", "force_custom_plan"]
+    assert shown == ["7MB", "on", "auto"]
 
 
 def test_expiring_pending_anchors_touches_only_the_project_named(
