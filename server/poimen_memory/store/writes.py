@@ -287,17 +287,20 @@ class BatchWrites:
             if use_copy:
                 added = {count: _copy_rows(conn, table, rows) for count, table, rows in writes}
                 added["settled"] = _count(_settle(conn, batch.settled))
+                _refuse_downward(_edge_levels(conn, edges))
+                _notify(conn, notify)
             else:
-                # A small batch's statements go out together: one round trip, not one each.
+                # A small batch's statements go out together: one round trip, not one each
+                # (the check of the edges' levels reads the rows written before it; a batch
+                # it refuses is rolled back, its notification with it).
                 with conn.pipeline():
                     sent = {count: _write_rows(conn, table, rows) for count, table, rows in writes}
                     settling = _settle(conn, batch.settled)
+                    levels = _edge_levels(conn, edges)
+                    _notify(conn, notify)
                 added = {count: _count(cursors) for count, cursors in sent.items()}
                 added["settled"] = _count(settling)
-            _check_edge_levels(conn, edges)
-            if notify is not None:
-                channel, payload = notify
-                conn.execute(query("notify"), {"channel": channel, "payload": payload})
+                _refuse_downward(levels)
         return InsertCounts(**added)
 
     def refresh_statistics(self) -> None:
@@ -363,22 +366,45 @@ def _settle(conn: Connection, settled: Sequence[Settled]) -> list[Cursor[Any]]:
     return cursors
 
 
-def _check_edge_levels(conn: Connection, edges: list[Edge]) -> None:
-    """Refuse the batch if an edge does not point up (L0 -> L1 -> L2)."""
+def _edge_levels(conn: Connection, edges: list[Edge]) -> list[Cursor[Any]]:
+    """Look for an edge that does not point up (L0 -> L1 -> L2), one statement per project
+    (in a pipeline: sent, not yet answered); ``_refuse_downward`` reads the answers."""
     by_project: dict[ProjectId, list[Edge]] = {}
     for edge in edges:
         by_project.setdefault(edge.project, []).append(edge)
+    cursors = []
     for project, group in by_project.items():
-        row = conn.execute(
+        cur = conn.cursor()
+        cur.execute(
             query("edges_against_levels"),
             {
                 "project": project,
                 "children": [e.child for e in group],
                 "parents": [e.parent for e in group],
             },
-        ).fetchone()
-        if row is not None:
-            raise ContentError(
-                f"edge: {row['child']} ({row['child_level']}) -> {row['parent']} "
-                f"({row['parent_level']}) does not point up; edges go L0 -> L1 -> L2"
-            )
+        )
+        cursors.append(cur)
+    return cursors
+
+
+def _refuse_downward(cursors: Sequence[Cursor[Any]]) -> None:
+    """Refuse the batch (ContentError) if ``_edge_levels`` found an edge that does not point
+    up; the cursors are closed."""
+    try:
+        for cur in cursors:
+            row = cur.fetchone()
+            if row is not None:
+                raise ContentError(
+                    f"edge: {row['child']} ({row['child_level']}) -> {row['parent']} "
+                    f"({row['parent_level']}) does not point up; edges go L0 -> L1 -> L2"
+                )
+    finally:
+        for cur in cursors:
+            cur.close()
+
+
+def _notify(conn: Connection, notify: tuple[str, str] | None) -> None:
+    """Send the batch's notification, if it has one (in its transaction)."""
+    if notify is not None:
+        channel, payload = notify
+        conn.execute(query("notify"), {"channel": channel, "payload": payload})
