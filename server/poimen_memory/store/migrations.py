@@ -75,11 +75,22 @@ def available() -> list[Migration]:
 
 def applied_versions(conn: psycopg.Connection[Any]) -> dict[int, str]:
     """``{version: checksum}`` of the migrations this database has applied (empty if none)."""
+    read = "SELECT version, checksum FROM poimen_schema_version"
     with conn.cursor(row_factory=tuple_row) as cur:
-        exists = cur.execute("SELECT to_regclass('poimen_schema_version') IS NOT NULL").fetchone()
-        if not exists or not exists[0]:
-            return {}
-        rows = cur.execute("SELECT version, checksum FROM poimen_schema_version").fetchall()
+        if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            # No transaction (a pool's connection, each time a process opens one): one round
+            # trip, a missing table said by its error, which aborts nothing.
+            try:
+                rows = cur.execute(read).fetchall()
+            except psycopg.errors.UndefinedTable:
+                return {}
+        else:
+            exists = cur.execute(
+                "SELECT to_regclass('poimen_schema_version') IS NOT NULL"
+            ).fetchone()
+            if not exists or not exists[0]:
+                return {}
+            rows = cur.execute(read).fetchall()
     return {int(v): str(c) for v, c in rows}
 
 
