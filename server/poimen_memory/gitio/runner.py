@@ -225,7 +225,8 @@ class GitRunner:
             proc = subprocess.Popen(
                 argv,
                 cwd=cwd,
-                stdin=None if stdin is None else subprocess.PIPE,
+                # Never the server's own stdin (an editor's pipe): nothing but ours to read.
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._env(),
