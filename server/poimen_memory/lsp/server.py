@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +26,7 @@ from typing import Any, BinaryIO, Final, TypeVar
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
+from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 
 from poimen_memory import __version__
@@ -43,6 +46,7 @@ from poimen_memory.lsp.lifecycle import (
 )
 from poimen_memory.lsp.lookups import COMMANDS, Command
 from poimen_memory.lsp.protocol import PoimenProtocol
+from poimen_memory.lsp.stdio import PipeReader, is_pipe
 from poimen_memory.operations import Services
 from poimen_memory.settings import Settings
 from poimen_memory.wiring import IngestListener
@@ -90,10 +94,39 @@ class PoimenServer(LanguageServer):
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve on stdio until ``exit``; exit without ``shutdown`` first ends with status 1.
-        (pygls computes that status but its loop swallows the SystemExit carrying it.)"""
-        super().start_io(stdin, stdout)
+        (pygls computes that status but its loop swallows the SystemExit carrying it.) A pipe
+        on stdin is read on the event loop (``lsp.stdio``), anything else as pygls reads it
+        (a thread per read)."""
+        stdin = stdin or sys.stdin.buffer
+        reader = PipeReader(stdin) if is_pipe(stdin) else StdinAsyncReader(stdin, self.thread_pool)
+        self._serve(reader, stdout or sys.stdout.buffer)
         if self.protocol.exit_status:
             raise SystemExit(self.protocol.exit_status)
+
+    def _serve(self, reader: PipeReader | StdinAsyncReader, stdout: BinaryIO) -> None:
+        """pygls's stdio server (``start_io``), with its messages read by ``reader`` and its
+        log lines (a message it could not read) sent to the client, as the server's are."""
+        self._stop_event = stop = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout))
+
+        async def serve() -> None:
+            self.loop = asyncio.get_running_loop()  # log lines reach the client from the start
+            await run_async(
+                stop_event=stop,
+                reader=reader,
+                protocol=self.protocol,
+                logger=log,
+                error_handler=self.report_server_error,
+            )
+
+        try:
+            asyncio.run(serve())
+        except BrokenPipeError:
+            log.error("the client closed the connection; shutting down")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()  # type: ignore[no-untyped-call]
 
     async def run_blocking(self, fn: Callable[[], T]) -> T:
         """Run a blocking call in a worker thread (the event loop keeps serving)."""
@@ -193,6 +226,17 @@ _MESSAGE_TYPES: Final = {
 }
 
 
+class _Untraced(logging.Formatter):
+    """A log line with its exception's type and message, never a traceback (what a user
+    reads in the editor's output; the cause is in the message)."""
+
+    def formatException(self, ei: Any) -> str:
+        return f"{ei[0].__name__}: {ei[1]}" if ei and ei[0] is not None else ""
+
+    def formatStack(self, stack_info: str) -> str:
+        return ""
+
+
 class _LogToClient(logging.Handler):
     """Forwards log records to window/logMessage."""
 
@@ -239,7 +283,7 @@ def create_server() -> PoimenServer:
     """A server with every feature and command registered."""
     server = PoimenServer()
     forward = _LogToClient(server)
-    forward.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    forward.setFormatter(_Untraced("%(name)s: %(message)s"))
     logging.getLogger("poimen_memory").addHandler(forward)
     logging.getLogger("poimen_memory").setLevel(logging.WARNING)
     for method, handler, options in FEATURES:
