@@ -15,13 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.lspclient import LspClient, read_message
 
 from poimen_memory.lsp.stdio import LINE_LIMIT, PipeReader, is_pipe
-
-
-def _frame(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message).encode()
-    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
 def _read_all(data: bytes, reads: list[str]) -> list[bytes]:
@@ -108,104 +104,77 @@ def test_a_line_at_the_limit_is_kept() -> None:
     assert _read_all(line, ["line", "line"]) == [line, b""]
 
 
-def _exchange(stdin: Any, env: dict[str, str], cwd: Path) -> tuple[int, bytes, bytes]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "poimen_memory.cli", "lsp"],
-        stdin=stdin, capture_output=True, env=env, cwd=cwd, timeout=120, check=False,
-    )  # fmt: skip
-    return proc.returncode, proc.stdout, proc.stderr
+NOT_JSON = b"Content-Length: 3\r\n\r\n{{{"
+INITIALIZE = {"processId": None, "rootUri": None, "capabilities": {}}
+SERVER = [sys.executable, "-m", "poimen_memory.cli", "lsp"]
 
 
-def _session(garbage: bytes) -> list[tuple[bytes, int | None]]:
-    """What a client writes, in parts, each with the id of the answer it waits for next."""
-    init = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"processId": None, "rootUri": None, "capabilities": {}},
-    }  # fmt: skip
-    return [
-        (garbage + _frame(init), 1),
-        (
-            _frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-            + _frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}),
-            2,
-        ),
-        (_frame({"jsonrpc": "2.0", "method": "exit"}), None),
-    ]
-
-
-def _read_frame(stdout: Any) -> bytes:
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        byte = stdout.read(1)
-        assert byte, "the server closed its output"
-        head += byte
-    length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
-    return head + stdout.read(length)
-
-
-def _messages(out: bytes) -> list[dict[str, Any]]:
-    found = []
-    while out:
-        head, _, rest = out.partition(b"\r\n\r\n")
-        length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
-        found.append(json.loads(rest[:length]))
-        out = rest[length:]
-    return found
-
-
-def _responses(out: bytes) -> dict[int, Any]:
-    return {m["id"]: m for m in _messages(out) if "id" in m and "method" not in m}
-
-
-@pytest.mark.parametrize("source", ["pipe", "file"])
-def test_the_server_answers_after_garbage_on_a_pipe_and_from_a_file(
-    source: str, tmp_path: Path
-) -> None:
-    """An overlong header line and a body that is not JSON are dropped (logged); the
-    session goes on and ends with status 0 after shutdown, whether stdin is a pipe (read on
-    the event loop) or a regular file (read by pygls)."""
-    garbage = b"Z" * (LINE_LIMIT + 5) + b"\r\n" + b"Content-Length: 3\r\n\r\n{{{"
-    steps = _session(garbage if source == "pipe" else b"Content-Length: 3\r\n\r\n{{{")
-    env = {
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith("POIMEN_")},
         "POIMEN_CACHE_DIR": str(tmp_path / "cache"),
         "POIMEN_DATA_DIR": str(tmp_path / "data"),
         "POIMEN_CONFIG": str(tmp_path / "none.toml"),
     }
-    if source == "file":
-        messages = tmp_path / "messages"
-        messages.write_bytes(b"".join(part for part, _ in steps))
-        with messages.open("rb") as stdin:
-            status, out, err = _exchange(stdin, env, tmp_path)
-    else:  # as a client does: each request's answer awaited before what follows it
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "poimen_memory.cli", "lsp"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=tmp_path,
-        )  # fmt: skip
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        got = b""
-        for part, answer_id in steps:
-            proc.stdin.write(part)
-            proc.stdin.flush()
-            while answer_id is not None and answer_id not in _responses(got):
-                got += _read_frame(proc.stdout)
-        out_rest, err = proc.communicate(timeout=120)
-        out = got + out_rest
-        status = proc.returncode
-    assert status == 0, err.decode(errors="replace")
-    answers = _responses(out)
+
+
+def _frame(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _check_session(status: int, answers: dict[int, Any], logged: list[str], stderr: bytes) -> None:
+    """The session went on past the garbage: initialize (1) and shutdown (2) answered, exit 0,
+    the unreadable body told to the client (``window/logMessage``) without a traceback."""
+    assert status == 0, stderr.decode(errors="replace")
     assert answers[1]["result"]["serverInfo"]["name"] == "poimen-memory"
     assert answers[2]["result"] is None
-    assert b"Traceback" not in err
-    # Told to the client, as every log line of the server, without a traceback.
-    logged = [
-        m["params"]["message"] for m in _messages(out) if m.get("method") == "window/logMessage"
-    ]
+    assert b"Traceback" not in stderr
     assert any(
         "Unable to handle message" in line and "JSONDecodeError" in line for line in logged
     ), logged
     assert not any("Traceback" in line for line in logged), logged
-    if source == "pipe":
-        assert any("header line over" in line for line in logged), logged
+
+
+def test_the_server_answers_after_garbage_on_a_pipe(tmp_path: Path) -> None:
+    """An overlong header line and a body that is not JSON, then a session as a client runs
+    it (each answer awaited): both are dropped and logged, the session goes on."""
+    client = LspClient(SERVER, _env(tmp_path), tmp_path, tmp_path / "server.log")
+    try:
+        client.write_raw(b"Z" * (LINE_LIMIT + 5) + b"\r\n" + NOT_JSON)
+        answers = {1: client.wait(client.send("initialize", INITIALIZE))}
+        client.notify("initialized", {})
+        answers[2] = client.wait(client.send("shutdown", None))
+        client.notify("exit", None)
+        status = client.proc.wait(60)
+    finally:
+        client.close()
+    logged = [
+        params["message"]
+        for method, params in client.notifications
+        if method == "window/logMessage"
+    ]
+    _check_session(status, answers, logged, (tmp_path / "server.log").read_bytes())
+    assert any("header line over" in line for line in logged), logged
+
+
+def test_the_server_answers_after_garbage_from_a_file(tmp_path: Path) -> None:
+    """The same from a regular file (read by pygls's reader, through the same loop)."""
+    messages = tmp_path / "messages"
+    messages.write_bytes(
+        NOT_JSON
+        + _frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE})
+        + _frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        + _frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+        + _frame({"jsonrpc": "2.0", "method": "exit"})
+    )
+    with messages.open("rb") as stdin:
+        proc = subprocess.run(
+            SERVER, stdin=stdin, capture_output=True, env=_env(tmp_path), cwd=tmp_path,
+            timeout=120, check=False,
+        )  # fmt: skip
+    out = io.BytesIO(proc.stdout)
+    sent = list(iter(lambda: read_message(out), None))
+    answers = {m["id"]: m for m in sent if "id" in m and "method" not in m}
+    logged = [m["params"]["message"] for m in sent if m.get("method") == "window/logMessage"]
+    _check_session(proc.returncode, answers, logged, proc.stderr)
