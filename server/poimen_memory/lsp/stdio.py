@@ -4,9 +4,9 @@ pygls reads each header line and each body of stdio through a thread pool: three
 between threads per message, most of what a request answered from a cache costs. When stdin
 is a pipe or a socket (what an editor gives a language server), it is read here by an
 ``asyncio.StreamReader`` instead, with the same framing and message loop as pygls's
-(``pygls.io_.run_async``); anything else (a terminal, a regular file) is read by pygls as
-before. The stream is made non-blocking, so the server's child processes never inherit it
-(git runs with its stdin on ``/dev/null``).
+(``pygls.io_.run_async``); anything else (a terminal, a regular file) is read by pygls's
+reader, through the same loop. Watching it makes the descriptor non-blocking, which a child
+process would inherit with it: git runs with its stdin on ``/dev/null``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = ["LINE_LIMIT", "PipeReader", "is_pipe"]
 log = logging.getLogger(__name__)
 
 LINE_LIMIT = 1 << 20
-"""Longest header line read; a longer one is an error, as for any malformed header."""
+"""Longest header line read; a longer one is dropped, and the line after it read."""
 
 
 def is_pipe(stream: BinaryIO) -> bool:
