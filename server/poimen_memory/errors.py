@@ -3,9 +3,21 @@ refused request; and the kinds every error is reported as."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import StrEnum
 
-__all__ = ["ConfigError", "ErrorKind", "Refused", "SchemaMissing", "StoreUnavailable"]
+__all__ = [
+    "ConfigError",
+    "ErrorKind",
+    "Refused",
+    "SchemaMissing",
+    "StoreUnavailable",
+    "WouldWait",
+    "may_wait",
+    "nonblocking",
+]
 
 
 class ConfigError(ValueError):
@@ -47,3 +59,34 @@ class Refused(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class WouldWait(BaseException):
+    """Raised, in work run under ``nonblocking()``, where it would wait: for git, the store,
+    another thread, or an answer not yet computed and remembered. The caller runs the work
+    again where waiting is fine (a worker thread). A BaseException, so that no handler of a
+    real failure (``except Exception``, ``except GitError``) takes it for one and answers
+    differently."""
+
+
+_NONBLOCKING: ContextVar[bool] = ContextVar("poimen_nonblocking", default=False)
+
+
+@contextmanager
+def nonblocking() -> Iterator[None]:
+    """Within the block, ``may_wait()`` raises WouldWait: the work answers from what is in
+    memory or not at all (a language server's event loop answers a warm hover this way,
+    with no hand-off to a worker thread)."""
+    token = _NONBLOCKING.set(True)
+    try:
+        yield
+    finally:
+        _NONBLOCKING.reset(token)
+
+
+def may_wait() -> None:
+    """Called before anything that may wait (a git process, a store connection, a disk
+    cache, another thread, a computation to remember): WouldWait under ``nonblocking()``.
+    Nothing is changed before it is called, so the work can run again from the start."""
+    if _NONBLOCKING.get():
+        raise WouldWait

@@ -203,15 +203,15 @@ class Blamer:
         after a restart), else ``git blame -L n,n`` at ``rev`` (its answer remembered).
         ``warm`` then starts the whole-file blame in the background."""
         at = self.repo.head() if rev is None else rev
+        with self._lock:  # a line blamed before (in memory: looked at first)
+            if (path, at, line) in self._lines:
+                return self._lines[(path, at, line)]
         last = self._known_last(path, at)
         if last is not None:
             found = self.cache.line(self._key(path, last), line)
             if found is not False:
                 assert found is None or isinstance(found, BlameLine)
                 return found
-        with self._lock:
-            if (path, at, line) in self._lines:
-                return self._lines[(path, at, line)]
         if self._reusable(path):
             # A blame of this file is known somewhere: the line from it (a shared row, or
             # traced through the commits since an earlier blame) costs less than git's.

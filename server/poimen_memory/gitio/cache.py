@@ -35,6 +35,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from poimen_memory.domain import CommitSha
+from poimen_memory.errors import may_wait
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
 
 __all__ = ["BlameCache", "CacheKey", "note_activity"]
@@ -250,6 +251,7 @@ class BlameCache:
                 return hit.relabelled(rev)
             if self._db is None:
                 return None
+            may_wait()  # a read from disk
             try:
                 row = self._db.execute(f"SELECT data FROM blame WHERE {_KEY}", key.row()).fetchone()
                 if row is None:
@@ -274,6 +276,7 @@ class BlameCache:
                 return True
             if self._db is None:
                 return False
+            may_wait()  # a read from disk
             try:
                 row = self._db.execute(
                     "SELECT 1 FROM blame WHERE repo = ? AND path = ? AND fingerprint = ? LIMIT 1",
@@ -297,6 +300,7 @@ class BlameCache:
             }  # fmt: skip
             if self._db is None:
                 return found
+            may_wait()  # a read from disk
             values = list(wanted)
             try:
                 for start in range(0, len(values), 500):
@@ -319,6 +323,7 @@ class BlameCache:
                 return hit.origin(line)
             if self._db is None:
                 return False
+            may_wait()  # a read from disk
             try:
                 row = self._db.execute(
                     "SELECT origin, orig_path, orig_line FROM blame_line"
@@ -340,6 +345,7 @@ class BlameCache:
         with self._lock:
             if self._db is None:
                 return None
+            may_wait()  # a read from disk
             try:
                 row = self._db.execute(
                     "SELECT last_commit, text_sha FROM head_file"

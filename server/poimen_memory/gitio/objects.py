@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, TypeVar
 
+from poimen_memory.errors import may_wait
 from poimen_memory.gitio.blame import commit_time
 from poimen_memory.gitio.errors import GitFailed
 from poimen_memory.gitio.runner import failure
@@ -120,6 +121,7 @@ class ObjectReader:
             self._repo.git.clear_cache()
 
     def _ask(self, kind: str, request: Callable[[], _T]) -> _T | None:
+        may_wait()
         if self._format != "sha1":
             raise GitFailed(f"git objects: {self._format} repositories are not supported")
         with self._lock:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from poimen_memory.errors import may_wait
 from poimen_memory.gitio.errors import GitFailed, GitNotFound, UnsafeArgument
 
 __all__ = [
@@ -219,6 +220,7 @@ class GitRunner:
         config: Sequence[str] = (),
     ) -> subprocess.CompletedProcess[bytes]:
         """Run git to completion; a code outside ``ok_codes`` raises GitFailed (see failure)."""
+        may_wait()
         self.count()
         argv = self.argv(args, config)
         try:
@@ -271,6 +273,7 @@ class GitRunner:
         config: Sequence[str] = (),
     ) -> Iterator[subprocess.Popen[bytes]]:
         """A running git whose stdout is read as it is produced; killed if the reader stops."""
+        may_wait()
         self.count()
         try:
             proc = subprocess.Popen(

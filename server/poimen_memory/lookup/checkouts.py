@@ -11,6 +11,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 from poimen_memory.domain import ProjectId, RepoId
+from poimen_memory.errors import may_wait
 from poimen_memory.gitio import (
     BlameCache,
     Blamer,
@@ -108,6 +109,7 @@ class Checkouts:
         if known:
             identity, blamer = known[0]
         else:
+            may_wait()
             identity, blamer = self._find(absolute if absolute.is_dir() else absolute.parent)
         try:
             return identity, blamer, blamer.repo.relpath(absolute, real=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from poimen_memory.domain import CommitSha, ContentError, ProjectId, RepoId
-from poimen_memory.errors import StoreUnavailable
+from poimen_memory.errors import StoreUnavailable, may_wait
 from poimen_memory.gitio import Blamer, GitError, GitRepo
 from poimen_memory.lookup.checkouts import Checkouts
 from poimen_memory.lookup.errors import LookupInputError
@@ -235,6 +235,9 @@ class LookupCore:
                 log.debug("pending anchors of %s not read: %s", repo_id, exc)
                 return
             files = self.pending_files.setdefault(key, files)
+        if rel not in files:
+            return
+        may_wait()  # settling writes to the store
         try:
             # Looked at once per HEAD, whatever comes of it: set.remove is atomic, so of
             # lookups at once only one goes on.

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId
-from poimen_memory.errors import StoreUnavailable
+from poimen_memory.errors import StoreUnavailable, may_wait
 from poimen_memory.gitio import BlameLine, Blamer, GitError, map_buffer_to_head
 from poimen_memory.lookup.core import FileAt, LookupCore, TextFacts
 from poimen_memory.lookup.errors import LookupFailed
@@ -69,11 +69,10 @@ class EditorLookups:
             return None  # no memory of the project can be on this file: no blame
         known = blamer.text_sha(rel, head)
         # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
-        speculative = (
-            self._pool.submit(blamer.origin, rel, line, head)
-            if facts is not None and known is None and facts.within(max_bytes, max_lines)
-            else None
-        )
+        speculative = None
+        if facts is not None and known is None and facts.within(max_bytes, max_lines):
+            may_wait()
+            speculative = self._pool.submit(blamer.origin, rel, line, head)
         if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
             if speculative is not None:
                 speculative.cancel()
@@ -87,10 +86,9 @@ class EditorLookups:
                     return None
                 return self._answer(blamer, repo_id, rel, head, line, line, scope, origin, history)
             try:
-                data = blamer.head_blob(rel, head)
+                mapping = self._buffer_to_head(blamer, rel, head, buffer_text)
             except GitError:
                 return None
-            mapping = self._buffer_to_head(rel, head, data.decode("utf-8", "replace"), buffer_text)
             if mapping is not None:
                 head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
         if head_line is None:
@@ -148,10 +146,9 @@ class EditorLookups:
         if buffer_text is None:
             return doc
         try:
-            head_text = blamer.head_blob(rel, head).decode("utf-8", "replace")
+            mapping = self._buffer_to_head(blamer, rel, head, buffer_text)
         except GitError:
             return None
-        mapping = self._buffer_to_head(rel, head, head_text, buffer_text)
         if mapping is None:
             return doc
         by_line: dict[int, tuple[LineMemory, ...]] = {}
@@ -203,13 +200,21 @@ class EditorLookups:
         return facts is not None and facts.within(max_bytes, max_lines)
 
     def _buffer_to_head(
-        self, rel: str, head: CommitSha, head_text: str, buffer_text: str | None
+        self, blamer: Blamer, rel: str, head: CommitSha, buffer_text: str | None
     ) -> list[int | None] | None:
-        """Buffer line (0-based) -> HEAD line; None when the buffer is HEAD's text."""
-        if buffer_text is None or buffer_text == head_text:
+        """Buffer line (0-based) -> HEAD line; None when the buffer is HEAD's text. A buffer
+        mapped before is not compared with HEAD's text again (nor is that text decoded)."""
+        if buffer_text is None:
+            return None
+        key = (rel, head, hash(buffer_text))
+        known = self._core.buffer_maps.get(key)
+        if known is not None:
+            return known
+        head_text = blamer.head_blob(rel, head).decode("utf-8", "replace")
+        if buffer_text == head_text:
             return None
         return self._core.buffer_maps.get_or_compute(
-            (rel, head, hash(buffer_text)), lambda: map_buffer_to_head(head_text, buffer_text)
+            key, lambda: map_buffer_to_head(head_text, buffer_text)
         )
 
     def _text_facts(self, blamer: Blamer, rel: str, text: str) -> TextFacts:

@@ -9,6 +9,8 @@ from typing import Generic, TypeVar
 
 from cachetools import LRUCache
 
+from poimen_memory.errors import may_wait
+
 __all__ = ["Memo"]
 
 K = TypeVar("K", bound=Hashable)
@@ -53,6 +55,7 @@ class Memo(Generic[K, V]):
         unless it is None."""
         found = self.get(key)
         if found is None:
+            may_wait()
             found = compute()
             if found is not None:
                 self.put(key, found)

@@ -11,7 +11,7 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 
 from poimen_memory.lookup import HoverRequest, LookupResult
-from poimen_memory.lsp import UNREACHABLE
+from poimen_memory.lsp import UNREACHABLE, WAITS
 from poimen_memory.lsp.documents import open_document
 from poimen_memory.lsp.protocol import JsonText
 from poimen_memory.render import render_hover
@@ -80,15 +80,19 @@ async def hover(ls: PoimenServer, params: types.HoverParams) -> types.Hover | Js
     if doc is None or doc.over_lines(limits.max_file_lines):
         return None
     line = params.position.line
-    result = await ls.settle(
-        f"hover {doc.path}:{line + 1}",
-        lambda: ls.service.hover(
-            HoverRequest(
-                file=str(doc.path), line=line + 1, text=doc.text, history=config.hover.history
-            )
-        ),
-        unreachable=types.Hover(contents=_content(UNREACHABLE, markdown=False)),
+    request = HoverRequest(
+        file=str(doc.path), line=line + 1, text=doc.text, history=config.hover.history
     )
+    # A warm hover is answered here, on the event loop; one that would wait, in a worker.
+    found = ls.at_once(lambda: ls.service.hover(request))
+    if found is not WAITS:
+        result: LookupResult | types.Hover | None = found
+    else:
+        result = await ls.settle(
+            f"hover {doc.path}:{line + 1}",
+            lambda: ls.service.hover(request),
+            unreachable=types.Hover(contents=_content(UNREACHABLE, markdown=False)),
+        )
     if result is None or isinstance(result, types.Hover):
         return result
     return ls.state.hover_texts.sent(

@@ -6,9 +6,11 @@ The handlers live in feature modules: ``lifecycle`` (initialize, settings, shutd
 and resolve) and ``lookups`` (workspace/executeCommand); ``protocol`` refuses requests before
 initialize and sets the exit status.
 They are thin: find the document and position, call one service function in a worker thread,
-convert the result to an lsprotocol type. Degradation is the rule: a file outside a
-repository, untracked, binary or too large gets nothing; an unreachable store is reported
-once and requests keep answering quickly; nothing a request does can stop the server.
+convert the result to an lsprotocol type (a warm hover is answered on the event loop instead,
+when it needs nothing it would wait for: ``PoimenServer.at_once``). Degradation is the rule:
+a file outside a repository, untracked, binary or too large gets nothing; an unreachable
+store is reported once and requests keep answering quickly; nothing a request does can stop
+the server.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from pygls.lsp.server import LanguageServer
 
 from poimen_memory import __version__
 from poimen_memory.domain import ContentError
-from poimen_memory.errors import StoreUnavailable
+from poimen_memory.errors import StoreUnavailable, WouldWait, nonblocking
 from poimen_memory.lookup import LookupFailed, LookupService
-from poimen_memory.lsp import UNREACHABLE
+from poimen_memory.lsp import UNREACHABLE, WAITS, Waits
 from poimen_memory.lsp.buffers import did_change, did_close, did_open
 from poimen_memory.lsp.documents import PendingRoots
 from poimen_memory.lsp.hover import HoverTexts, hover
@@ -132,6 +134,21 @@ class PoimenServer(LanguageServer):
         """Run a blocking call in a worker thread (the event loop keeps serving)."""
         self.loop = asyncio.get_running_loop()
         return await self.loop.run_in_executor(self.workers, fn)
+
+    def at_once(self, work: Callable[[], T]) -> T | Waits:
+        """``work``'s answer, computed here on the event loop, when it needs nothing it
+        would wait for (``errors.nonblocking``: git, the store, a disk cache, an answer not
+        yet remembered); WAITS when it would wait or fails, and the caller runs it in a
+        worker (which reports any failure as it always does). A warm hover is answered so:
+        what it costs is the lookup in memory, without two thread hand-offs."""
+        try:
+            with nonblocking():
+                return work()
+        except WouldWait:
+            return WAITS
+        except Exception as exc:  # run again in a worker, where it is reported
+            log.debug("answered in a worker instead: %s: %s", type(exc).__name__, exc)
+            return WAITS
 
     def call_soon(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` on the server's event loop, from any thread."""

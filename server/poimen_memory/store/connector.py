@@ -34,7 +34,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from poimen_memory.domain import ContentError
-from poimen_memory.errors import SchemaMissing
+from poimen_memory.errors import SchemaMissing, may_wait
 from poimen_memory.store.adapters import register_domain_types
 from poimen_memory.store.connection import StoreUnavailable, connect, describe_target
 from poimen_memory.store.migrations import schema_problem
@@ -246,6 +246,7 @@ class Connector:
         a database without this version's schema is SchemaMissing (unless ``any_schema``,
         for reports on the schema itself); data the server refuses is StoreRejected; any
         other server failure is StoreUnavailable that says so (the pool stays)."""
+        may_wait()
         with self._pool_lock:
             if self._closed:
                 raise StoreUnavailable("the store was closed")
