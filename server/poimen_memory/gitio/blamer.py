@@ -6,6 +6,7 @@ checkpoint) come from gitio.reuse.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import threading
 from collections.abc import Callable
@@ -55,7 +56,10 @@ class Blamer:
         self._last: LRUCache[_FileAt, CommitSha] = LRUCache(LAST_COMMITS)
         self._texts: LRUCache[_FileAt, bytes] = LRUCache(FILE_TEXTS)
         self._digests: LRUCache[_FileAt, str] = LRUCache(TEXT_DIGESTS)
-        self._lines: LRUCache[tuple[str, CommitSha, int], BlameLine | None] = LRUCache(LINE_ORIGINS)
+        # Lines blamed one by one, by (path, rev, line, the blame settings' fingerprint).
+        self._lines: LRUCache[tuple[str, CommitSha, int, str], BlameLine | None] = LRUCache(
+            LINE_ORIGINS
+        )
         self._warming: LRUCache[_FileAt, bool] = LRUCache(WARMING)
         self._reuse = BlameReuse(self)
 
@@ -203,9 +207,10 @@ class Blamer:
         after a restart), else ``git blame -L n,n`` at ``rev`` (its answer remembered).
         ``warm`` then starts the whole-file blame in the background."""
         at = self.repo.head() if rev is None else rev
+        asked = (path, at, line, self.repo.blame_fingerprint())
         with self._lock:  # a line blamed before (in memory: looked at first)
-            if (path, at, line) in self._lines:
-                return self._lines[(path, at, line)]
+            if asked in self._lines:
+                return self._lines[asked]
         last = self._known_last(path, at)
         if last is not None:
             found = self.cache.line(self._key(path, last), line)
@@ -231,7 +236,7 @@ class Blamer:
         # Blaming `at` gives the same lines as blaming the last commit touching the file.
         found_line = self.repo.blame(path, at, (line, line)).origin(line)
         with self._lock:
-            self._lines[(path, at, line)] = found_line
+            self._lines[asked] = found_line
         if warm:
             self.warm(path, at)
         return found_line
@@ -250,7 +255,10 @@ class Blamer:
                 with self._lock:
                     self._warming.pop((path, rev), None)  # let a later request try again
 
-        threading.Thread(target=run, name="poimen-blame", daemon=True).start()
+        # A context of its own: not the caller's (an event loop's nonblocking() one).
+        threading.Thread(
+            target=contextvars.Context().run, args=(run,), name="poimen-blame", daemon=True
+        ).start()
 
     def head_blob(self, path: str, rev: CommitSha) -> bytes:
         """The file's bytes at ``rev``, remembered: unsaved buffers are diffed against it in

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from poimen_memory.domain import CommitSha
+from poimen_memory.errors import may_wait
 from poimen_memory.gitio.blame import Blame, BlameEntry
 from poimen_memory.gitio.blameconfig import BlameConfig, BlameSettings
 from poimen_memory.gitio.blamerun import LineRanges, blame_args, mark_shallow, run_blame
@@ -58,14 +59,16 @@ class BlameRunner:
     def settings(self) -> BlameSettings:
         """The settings every blame runs with: flags, the pinned mailmap, ignored revisions
         and the fingerprints of all three (recomputed when a file they name changes)."""
-        if self._config is None:
-            repo = self._repo
-            self._config = BlameConfig.read(repo.root, self._gp.config_reader(), repo.detect_moves)
-        stamps = self._config.stamps()
-        memo = self._settings
-        if memo is not None and memo[0] == stamps:
+        config, memo = self._config, self._settings
+        if config is not None and memo is not None and memo[0] == config.stamps():
             return memo[1]
-        settings = self._config.settings(self._blob_size)
+        may_wait()  # the configuration, or the files it names, are read
+        if config is None:
+            repo = self._repo
+            config = BlameConfig.read(repo.root, self._gp.config_reader(), repo.detect_moves)
+            self._config = config
+        stamps = config.stamps()
+        settings = config.settings(self._blob_size)
         self._settings = (stamps, settings)
         return settings
 

@@ -27,6 +27,7 @@ import threading
 import time
 import weakref
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -245,7 +246,7 @@ class BlameCache:
 
     def get(self, key: CacheKey, rev: CommitSha) -> Blame | None:
         """The cached blame for ``key``, re-labelled as blamed at ``rev``; None on a miss."""
-        with self._lock:
+        with _held(self._lock):
             hit = self._memory.get(key) or self._unwritten.get(key)
             if hit is not None:
                 return hit.relabelled(rev)
@@ -268,7 +269,7 @@ class BlameCache:
     def has_path(self, repo: str, path: str, fingerprint: str) -> bool:
         """Whether any blame of ``path`` is cached for ``repo`` (a CacheKey's repository) with
         these settings: when none is, no checkpoint can be found and none is looked for."""
-        with self._lock:
+        with _held(self._lock):
             if any(
                 k.repo == repo and k.path == path and k.fingerprint == fingerprint
                 for k in (*self._memory, *self._unwritten)
@@ -291,7 +292,7 @@ class BlameCache:
     ) -> set[CommitSha]:
         """Which of ``commits`` have a cached blame of ``path`` (memory or disk)."""
         wanted = {c.value: c for c in commits}
-        with self._lock:
+        with _held(self._lock):
             found = {
                 k.commit
                 for k in (*self._memory, *self._unwritten)
@@ -317,7 +318,7 @@ class BlameCache:
 
     def line(self, key: CacheKey, line: int) -> BlameLine | bool | None:
         """One line of a cached blame: the BlameLine, None past the end, False on a miss."""
-        with self._lock:
+        with _held(self._lock):
             hit = self._memory.get(key) or self._unwritten.get(key)
             if hit is not None:
                 return hit.origin(line)
@@ -342,7 +343,7 @@ class BlameCache:
     def head_file(self, repo: str, path: str, head: CommitSha) -> tuple[CommitSha, str] | None:
         """(last commit touching ``path``, sha256 of its text) at ``head`` in ``repo`` (a
         CacheKey's repository), if remembered."""
-        with self._lock:
+        with _held(self._lock):
             if self._db is None:
                 return None
             may_wait()  # a read from disk
@@ -498,6 +499,19 @@ class BlameCache:
 
 # When a server last took a request (note_activity): its writers wait for a quiet moment.
 _LAST_ACTIVITY = [float("-inf")]
+
+
+@contextlib.contextmanager
+def _held(lock: threading.Lock) -> Iterator[None]:
+    """``lock``, held for the block; taken by a reader that must not wait (``nonblocking``)
+    only when it is free: a writer holds it while it writes to disk."""
+    if not lock.acquire(blocking=False):
+        may_wait()
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def note_activity() -> None:

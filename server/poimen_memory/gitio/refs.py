@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from poimen_memory.domain import CommitSha, ContentError
+from poimen_memory.errors import may_wait
 from poimen_memory.gitio.gitfiles import check_ref_files
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class HeadReader:
         memo = self._memo
         if memo is not None and self._stamps(memo.ref) == memo.stamps:
             return memo.sha
+        may_wait()  # the ref files are read again (packed-refs may be large)
         from poimen_memory.gitio.gitpython import SymbolicReference
 
         head_path = os.path.join(self._git_dir, "HEAD")
