@@ -127,9 +127,14 @@ class Blamer:
                 known = self._digests.get((path, rev))
         return known
 
-    def cached(self, path: str, rev: CommitSha) -> Blame | None:
-        """The whole-file blame if it is cached (memory or disk); never runs a blame."""
-        return self.cache.get(self.key(path, rev), rev)
+    def cached(self, path: str, rev: CommitSha, *, find_last: bool = True) -> Blame | None:
+        """The whole-file blame if it is cached (memory or disk); never runs a blame. Without
+        ``find_last``, no git runs at all: None unless the last commit touching the file at
+        ``rev`` (the cache's key) is known already."""
+        if find_last:
+            return self.cache.get(self.key(path, rev), rev)
+        last = self._known_last(path, rev)
+        return None if last is None else self.cache.get(self._key(path, last), rev)
 
     def blame_file(
         self,

@@ -209,14 +209,15 @@ def enrich(
 
     def head_lines(file: str, lines: Sequence[int]) -> Blame:
         """The origins of ``lines`` of ``file`` at HEAD: its whole-file blame where one is
-        kept, else git's blame of just the lines asked about (those and the file's edited
-        lines, once). A session's few edited lines in a long file cost git the commits since
+        kept and the commit it is kept by (the last to touch the file) is known without
+        asking git, else git's blame of just the lines asked about (those and the file's
+        edited lines, once). A session's few edited lines in a long file cost git the commits since
         they were written, not the file's whole history (nor a whole-file blame written to
         the cache: that one is the editor's to make)."""
         kept = blames.get((file, head))
         if isinstance(kept, Blame):
             return kept
-        whole = blamer.cached(file, head)
+        whole = blamer.cached(file, head, find_last=False)
         if whole is not None:
             return whole
         known = partial.get(file)
