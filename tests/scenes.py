@@ -17,6 +17,7 @@ import pytest
 
 from poimen_memory.domain import ProjectId
 from poimen_memory.lookup import ByGitRequest, LookupService, build_service
+from poimen_memory.recording import pending_resolver
 from poimen_memory.store import Store
 
 from .gitrepo import (
@@ -269,3 +270,18 @@ def scene(
         "POIMEN_CONFIG": str(tmp_path / "none.toml"),
     }
     return Scene(repo, project, store, env, tmp_path)
+
+
+def resolving_service(
+    store: Store, repo: FixtureRepo, project: ProjectId, tmp: Path
+) -> LookupService:
+    """A lookup service as the language server and MCP build it: pending anchors resolved on
+    lookup, no shared blame cache, its blame cache in ``tmp``."""
+    return build_service(
+        store,
+        [repo.root],
+        project,
+        cache_path=tmp / "blame.db",
+        shared_blames=False,
+        pending=pending_resolver(store),
+    )

@@ -25,10 +25,11 @@ from poimen_memory.lookup import HoverRequest, LookupService, RememberRequest, b
 from poimen_memory.lookup.memo import Memo
 from poimen_memory.lsp import WAITS
 from poimen_memory.lsp.server import PoimenServer
-from poimen_memory.recording import Recorder, pending_resolver
+from poimen_memory.recording import Recorder
 from poimen_memory.store import Store
 
 from .gitrepo import ALICE, BOB, FixtureRepo, numbered
+from .scenes import resolving_service
 
 WORK = "src/engine.rs"
 OTHER = "src/other.rs"
@@ -47,14 +48,7 @@ def work(tmp_path: Path) -> FixtureRepo:
 @pytest.fixture
 def service(store: Store, work: FixtureRepo, project: ProjectId, tmp_path: Path) -> LookupService:
     """The service as the language server builds it: pending anchors resolved on lookup."""
-    return build_service(
-        store,
-        [work.root],
-        project,
-        cache_path=tmp_path / "blame.db",
-        shared_blames=False,
-        pending=pending_resolver(store),
-    )
+    return resolving_service(store, work, project, tmp_path)
 
 
 def _remember(service: LookupService, **body: object) -> dict[str, Any]:

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -31,6 +30,7 @@ from poimen_memory.recording import Recorder, pending_resolver
 from poimen_memory.store import Store, migrate
 
 from .gitrepo import ALICE, BOB, FixtureRepo, numbered
+from .scenes import resolving_service
 
 
 @pytest.fixture
@@ -42,18 +42,8 @@ def repo(tmp_path: Path) -> FixtureRepo:
 
 
 @pytest.fixture
-def service(
-    store: Store, repo: FixtureRepo, project: ProjectId, tmp_path: Path
-) -> Iterator[LookupService]:
-    found = build_service(
-        store,
-        [repo.root],
-        project,
-        cache_path=tmp_path / "blame.db",
-        shared_blames=False,
-        pending=pending_resolver(store),
-    )
-    return found
+def service(store: Store, repo: FixtureRepo, project: ProjectId, tmp_path: Path) -> LookupService:
+    return resolving_service(store, repo, project, tmp_path)
 
 
 def _remember(recorder: Recorder, **body: object) -> dict[str, object]:

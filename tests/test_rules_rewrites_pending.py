@@ -26,9 +26,8 @@ from poimen_memory.lookup import (
     HoverRequest,
     LookupService,
     RememberRequest,
-    build_service,
 )
-from poimen_memory.recording import Recorder, pending_resolver
+from poimen_memory.recording import Recorder
 from poimen_memory.store import Store
 
 from .gitrepo import ALICE, BOB, CAROL, FixtureRepo, forget_unreachable, numbered
@@ -42,6 +41,7 @@ from .scenes import (
     nodes_of,
     on_main,
     put,
+    resolving_service,
     shown,
     texts_at,
     trace,
@@ -327,14 +327,7 @@ def work(tmp_path: Path) -> FixtureRepo:
 @pytest.fixture
 def resolving(store: Store, work: FixtureRepo, project: ProjectId, tmp_path: Path) -> LookupService:
     """A lookup service that resolves pending anchors on lookup, as the LSP and MCP do."""
-    return build_service(
-        store,
-        [work.root],
-        project,
-        cache_path=tmp_path / "blame.db",
-        shared_blames=False,
-        pending=pending_resolver(store),
-    )
+    return resolving_service(store, work, project, tmp_path)
 
 
 def _remember(recorder: Recorder, **body: object) -> dict[str, Any]:
