@@ -211,9 +211,9 @@ def enrich(
         """The origins of ``lines`` of ``file`` at HEAD: its whole-file blame where one is
         kept and the commit it is kept by (the last to touch the file) is known without
         asking git, else git's blame of just the lines asked about (those and the file's
-        edited lines, once). A session's few edited lines in a long file cost git the commits since
-        they were written, not the file's whole history (nor a whole-file blame written to
-        the cache: that one is the editor's to make)."""
+        edited lines, once). A session's few edited lines in a long file cost git the
+        commits since they were written, not the file's whole history (nor a whole-file
+        blame written to the cache: that one is the editor's to make)."""
         kept = blames.get((file, head))
         if isinstance(kept, Blame):
             return kept

@@ -206,16 +206,12 @@ class EditorLookups:
         mapped before is not compared with HEAD's text again (nor is that text decoded)."""
         if buffer_text is None:
             return None
-        key = (rel, head, hash(buffer_text))
-        known = self._core.buffer_maps.get(key)
-        if known is not None:
-            return known
-        head_text = blamer.head_blob(rel, head).decode("utf-8", "replace")
-        if buffer_text == head_text:
-            return None
-        return self._core.buffer_maps.get_or_compute(
-            key, lambda: map_buffer_to_head(head_text, buffer_text)
-        )
+
+        def compute() -> list[int | None] | None:
+            head_text = blamer.head_blob(rel, head).decode("utf-8", "replace")
+            return None if buffer_text == head_text else map_buffer_to_head(head_text, buffer_text)
+
+        return self._core.buffer_maps.get_or_compute((rel, head, hash(buffer_text)), compute)
 
     def _text_facts(self, blamer: Blamer, rel: str, text: str) -> TextFacts:
         """sha256, size, line count and binariness of a buffer's text, remembered per text
