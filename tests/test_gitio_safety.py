@@ -62,7 +62,8 @@ def test_gitpython_runs_our_git_in_our_environment(tmp_path: Path, kong: Fixture
     repo = GitRepo.discover(kong.root, GitRunner(git=str(shim)))
     head = repo.head()
     assert repo.blob(head, BUFFER).startswith(b"// buffer")
-    assert repo.existing([(head, None)]) == {(head, None)}
+    assert repo.existing([(head, None)]) == {(head, None)}  # a commit: the contents reader
+    assert repo.existing([(head, BUFFER)]) == {(head, BUFFER)}  # a file: the headers reader
     calls = [c for c in log.read_text().splitlines() if "cat-file" in c]
     assert len(calls) == 2  # the two persistent readers, each started once
     for call in calls:

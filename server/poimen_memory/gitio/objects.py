@@ -83,6 +83,15 @@ class ObjectReader:
         found = self._ask(_HEADERS, lambda: self._repo.git.get_object_header(name))
         return None if found is None else (_text(found[0]), _text(found[1]), int(found[2]))
 
+    def commit_id(self, name: str) -> str | None:
+        """The id of the commit ``name`` peels to (``name^{commit}``), or None. Read through
+        the contents process, as commits are small: a caller that asks only about commits
+        starts no ``--batch-check`` process (a hook's worker starts one reader, not two);
+        a name of something else never has its contents read (git peels, and answers
+        missing)."""
+        found = self._ask(_CONTENTS, lambda: self._repo.git.get_object_data(f"{name}^{{commit}}"))
+        return None if found is None or _text(found[1]) != "commit" else _text(found[0])
+
     def data(self, name: str) -> tuple[str, bytes] | None:
         """(type, contents) of the object ``name`` denotes; None when there is none."""
         found = self._ask(_CONTENTS, lambda: self._repo.git.get_object_data(name))
@@ -91,10 +100,9 @@ class ObjectReader:
     def commit(self, sha: str) -> CommitRecord | None:
         """The metadata of commit ``sha`` (a full id), parsed by GitPython; None when the
         repository has no such commit."""
-        found = self.header(sha)
-        if found is None or found[1] != "commit":
+        oid = self.commit_id(sha)
+        if oid is None or oid != sha.lower():
             return None
-        oid = found[0]
         from poimen_memory.gitio.gitpython import git
 
         def read() -> CommitRecord:

@@ -269,8 +269,8 @@ class GitRepo:
         Anything but 4 to 64 hex digits is refused before git sees it."""
         out: dict[str, CommitSha | None] = {}
         for name in _hex_names(names):
-            found = self._objects.header(f"{name.lower()}^{{commit}}")
-            out[name] = CommitSha(found[0]) if found and found[1] == "commit" else None
+            found = self._objects.commit_id(name.lower())
+            out[name] = None if found is None else CommitSha(found)
         return out
 
     def is_ignored(self, path: str) -> bool:
@@ -353,10 +353,14 @@ class GitRepo:
         """Which of ``(commit, path)`` (a file) or ``(commit, None)`` (a commit) exist."""
         found: set[tuple[CommitSha, str | None]] = set()
         for sha, path in dict.fromkeys(specs):
-            if path is not None and not tree_path_ok(path):
+            if path is None:
+                if self._objects.commit_id(sha.value) == sha.value:
+                    found.add((sha, path))
                 continue
-            header = self._objects.header(sha.value if path is None else f"{sha.value}:{path}")
-            if header is not None and header[1] == ("commit" if path is None else "blob"):
+            if not tree_path_ok(path):
+                continue
+            header = self._objects.header(f"{sha.value}:{path}")
+            if header is not None and header[1] == "blob":
                 found.add((sha, path))
         return found
 
