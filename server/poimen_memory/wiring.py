@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from poimen_memory.errors import ConfigError, StoreUnavailable
-from poimen_memory.gitio import GitError, GitRepo, GitRunner, note_activity
+from poimen_memory.gitio import GitError, GitRepo, GitRunner, note_activity, stop_git
 from poimen_memory.gitio.hooksdir import HooksDir, exclude_locally, hooks_dir
 from poimen_memory.settings import Settings
 from poimen_memory.store import (
@@ -44,6 +44,7 @@ __all__ = [
     "release_embedded",
     "scratch_dir",
     "settle_heap",
+    "stop_git",
     "store_target",
 ]
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 from lsprotocol import types
@@ -402,3 +405,56 @@ def test_a_server_start_up_heap_is_left_out_of_later_collections() -> None:
         assert gc.get_freeze_count() >= before + len(made)
     finally:
         gc.unfreeze()
+
+
+async def test_a_background_blame_does_not_outlive_the_server(world: World, tmp_path: Path) -> None:
+    """A hover starts the file's whole-file blame in the background; git computes it before
+    writing a byte. When the editor shuts the server down, that git ends with it."""
+    real_git = shutil.which("git", path=os.environ.get("PATH"))
+    assert real_git is not None
+    pid_file = tmp_path / "whole-file-blame.pid"
+    shim_dir = tmp_path / "bin"
+    shim_dir.mkdir()
+    shim = shim_dir / "git"
+    # A whole-file blame (no -L) notes its pid and computes for a minute; the rest is git.
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'case " $* " in *" -L"*) ;; *" blame "*) echo $$ > "{pid_file}"; sleep 60 ;; esac\n'
+        f'exec "{real_git}" "$@"\n'
+    )
+    shim.chmod(0o755)
+    env = {**world.env, "PATH": f"{shim_dir}{os.pathsep}{world.env['PATH']}",
+           "POIMEN_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    # No blame shared by the module's other servers: this one blames the file itself.
+    options = {"poimenMemory": {"dsn": world.dsn, "project": PROJECT,
+                                "blame": {"sharedCache": False}}}  # fmt: skip
+    client = await start_client(world, "visual-studio-code", options, env=env)
+    try:
+        uri = open_doc(client, world, BUFFER)
+        assert "Raised BODY\\_BUFFER" in hover_text(await hover(client, uri, 42))
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline, "the hover started no whole-file blame"
+            await asyncio.sleep(0.05)
+        git_pid = int(pid_file.read_text())
+        os.kill(git_pid, 0)  # running
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+    deadline = time.monotonic() + 10
+    while _running(git_pid):
+        assert time.monotonic() < deadline, "the server's git kept running after it ended"
+        await asyncio.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not ended, nor a zombie waiting to be reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return not stat.read_text().split(") ", 1)[1].startswith("Z")
+    except OSError:
+        return False

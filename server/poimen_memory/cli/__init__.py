@@ -22,7 +22,7 @@ from poimen_memory.cli.errors import Terminated, UsageError
 from poimen_memory.cli.parser import build_parser
 from poimen_memory.errors import ErrorKind
 from poimen_memory.operations import classify
-from poimen_memory.wiring import release_embedded
+from poimen_memory.wiring import release_embedded, stop_git
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_STATUS", "EXIT_UNAVAILABLE", "build_parser", "main"]
 
@@ -123,6 +123,7 @@ def _leave_now(signum: int) -> None:
     releasing = threading.Thread(target=release_embedded, daemon=True)
     releasing.start()
     releasing.join(RELEASE_S)
+    stop_git()  # a background blame's git is not left computing for nobody
     os._exit(128 + signum)
 
 

@@ -27,6 +27,7 @@ from poimen_memory.gitio.identity import local_identity, normalize_remote
 from poimen_memory.gitio.linemap import map_buffer_to_head
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.runner import GitRunner
+from poimen_memory.gitio.runner import stop_all as stop_git
 
 __all__ = [
     "BinaryFile",
@@ -58,4 +59,5 @@ __all__ = [
     "map_buffer_to_head",
     "normalize_remote",
     "note_activity",
+    "stop_git",
 ]

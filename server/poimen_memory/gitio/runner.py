@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import resource
@@ -26,6 +27,7 @@ __all__ = [
     "failure",
     "finish_stream",
     "pinned_environment",
+    "stop_all",
 ]
 
 log = logging.getLogger(__name__)
@@ -131,6 +133,36 @@ def _memory_limit() -> tuple[int, int]:
     # (soft, hard) for a git: MEMORY_LIMIT, or the limit this process has when lower.
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     return (MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(MEMORY_LIMIT, hard), hard)
+
+
+# The git processes running now (any runner's): ended with this process, never left behind.
+_LIVE: set[subprocess.Popen[bytes]] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _started(proc: subprocess.Popen[bytes]) -> None:
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+
+
+def _ended(proc: subprocess.Popen[bytes]) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(proc)
+
+
+def stop_all() -> None:
+    """Kill every git process still running: called as this process ends (at exit, and
+    before any ``os._exit``), so that a background blame, whose git may compute for seconds
+    before it writes a byte, does not outlive the server that wanted it."""
+    with _LIVE_LOCK:
+        running = list(_LIVE)
+        _LIVE.clear()
+    for proc in running:
+        with suppress(OSError):
+            proc.kill()
+
+
+atexit.register(stop_all)
 
 
 def bound_memory() -> None:
@@ -239,6 +271,7 @@ class GitRunner:
         except OSError as exc:
             raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
         bound_process(proc)
+        _started(proc)
         with proc:
             try:
                 out, err = proc.communicate(stdin, self.timeout if timeout is None else timeout)
@@ -254,6 +287,8 @@ class GitRunner:
             except BaseException:  # interrupted: no git left running (as subprocess.run)
                 proc.kill()
                 raise
+            finally:
+                _ended(proc)
         done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
         if done.returncode not in ok_codes:
             raise in_repository(failure(args[0], done.stderr, f"exit {done.returncode}"), cwd)
@@ -290,6 +325,7 @@ class GitRunner:
         except OSError as exc:
             raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
         bound_process(proc)
+        _started(proc)
         timer = threading.Timer(self.timeout, proc.kill)
         timer.daemon = True
         timer.start()
@@ -302,6 +338,7 @@ class GitRunner:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+            _ended(proc)
             _close(proc.stdin)
             _close(proc.stdout)
             _close(proc.stderr)

@@ -26,7 +26,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcServerNotInitialized
 from pygls.protocol import LanguageServerProtocol
 
-from poimen_memory.wiring import note_activity
+from poimen_memory.wiring import note_activity, stop_git
 
 __all__ = ["EXIT_GRACE", "JsonText", "PoimenProtocol"]
 
@@ -57,7 +57,7 @@ class PoimenProtocol(LanguageServerProtocol):
         if method == types.EXIT:
             self.exit_status = 0 if self._shutdown else 1
             # The usual way out runs first; this one ends the process if that one hangs.
-            deadline = threading.Timer(EXIT_GRACE, os._exit, (self.exit_status,))
+            deadline = threading.Timer(EXIT_GRACE, _leave, (self.exit_status,))
             deadline.daemon = True
             deadline.start()
         elif method == types.INITIALIZE:
@@ -110,3 +110,9 @@ class PoimenProtocol(LanguageServerProtocol):
             future = asyncio.ensure_future(written)
             self._writing.add(future)
             future.add_done_callback(self._writing.discard)
+
+
+def _leave(status: int) -> None:
+    """End the process now (the usual way out hung): no git of ours left running."""
+    stop_git()
+    os._exit(status)
