@@ -10,6 +10,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
+from cachetools import LRUCache
+
 from poimen_memory.domain import ProjectId, RepoId
 from poimen_memory.errors import may_wait
 from poimen_memory.gitio import (
@@ -28,6 +30,8 @@ from poimen_memory.lookup.shared_blames import SharedBlameGate, StoreSharedBlame
 from poimen_memory.store import Store
 
 __all__ = ["Checkouts", "identity_in", "identity_of", "repository_of"]
+
+LOCATED = 1024  # file paths remembered with where they are
 
 
 class Checkouts:
@@ -49,6 +53,12 @@ class Checkouts:
         seconds (a read of a FIFO in its .git never ends, and its thread cannot be
         stopped); None: found in the caller's thread."""
         self._finding: dict[Path, tuple[Future[tuple[RepoId, Blamer]], bool]] = {}
+        # A file path as asked -> the file it named ((device, inode)) and where it is: asked
+        # again (each hover), one stat() shows it still names that file (no realpath, one
+        # lstat per component, each time). Emptied when a work tree is registered.
+        self._located: LRUCache[str, tuple[tuple[int, int], tuple[RepoId, Blamer, str]]] = LRUCache(
+            LOCATED
+        )
 
     def share_through(self, store: Store, project: Callable[[RepoId], ProjectId]) -> None:
         """Share whole-file blames through ``store`` (the project of each repository as
@@ -91,11 +101,30 @@ class Checkouts:
         with self._lock:
             self._by_root.setdefault(repo.root, (identity, blamer))
             self._by_id.setdefault(identity, blamer)
+            self._located.clear()  # a tree inside a known one takes its files
             return self._by_root[repo.root]
 
     def locate(self, path: str | Path) -> tuple[RepoId, Blamer, str]:
         """(identity, blamer, path in the tree) for a file path; NotInRepository outside a
-        tree."""
+        tree. Remembered per path while it names the same file (device and inode)."""
+        asked = os.fspath(path)
+        try:
+            seen = os.stat(asked)
+        except (OSError, ValueError):
+            found = None  # not a file yet (a new buffer), or a name the system refuses
+        else:
+            found = (seen.st_dev, seen.st_ino)
+            with self._lock:
+                hit = self._located.get(asked)
+            if hit is not None and hit[0] == found:
+                return hit[1]
+        where = self._locate(path)
+        if found is not None:
+            with self._lock:
+                self._located[asked] = (found, where)
+        return where
+
+    def _locate(self, path: str | Path) -> tuple[RepoId, Blamer, str]:
         try:
             absolute = _real(Path(path).expanduser())
         except RuntimeError:  # ~name of a user this machine does not know
@@ -104,10 +133,12 @@ class Checkouts:
             raise NotInRepository("file", f"{str(path)!r}: {exc}") from None
         with self._lock:
             known = [
-                entry for root, entry in self._by_root.items() if absolute.is_relative_to(root)
+                (len(root.parts), entry)
+                for root, entry in self._by_root.items()
+                if absolute.is_relative_to(root)
             ]
-        if known:
-            identity, blamer = known[0]
+        if known:  # the innermost work tree holding the file (a nested one owns its files)
+            identity, blamer = max(known, key=lambda found: found[0])[1]
         else:
             may_wait()
             identity, blamer = self._find(absolute if absolute.is_dir() else absolute.parent)
