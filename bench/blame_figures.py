@@ -147,6 +147,26 @@ def fig_j(bench: Bench) -> None:
             lambda r: True,
             detail="one git log -p of the walk: what the exact answer reads at least",
         )
+        # Below the diffs: the versions of the file the walk passes (each commit's and the
+        # base's), read by one cat-file and nothing else: what any exact answer must read.
+        walked = _git(repo, "rev-list", f"^{base}", head, "--", BIG).split()
+        names = "".join(f"{sha}:{BIG}\n" for sha in [*walked, base]).encode()
+        reads = []
+        for _ in range(bench.repeats):
+            started = time.perf_counter()
+            subprocess.run(
+                ["git", "cat-file", "--batch"], cwd=repo, input=names, capture_output=True,
+                check=True,
+            )  # fmt: skip
+            reads.append(time.perf_counter() - started)
+        bench.add(
+            f"j. (info) reading the {step + 1} versions of the file vs git blame -L",
+            _median(reads),
+            _median(floor),
+            "(info)",
+            lambda r: True,
+            detail="git cat-file --batch of the file at each walked commit and the base",
+        )
 
 
 def fig_k(bench: Bench) -> None:
