@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from .processes import running
+
 
 def _slow_git(tmp_path: Path) -> tuple[Path, Path]:
     """A git that notes its pid, then computes (sleeps) for a minute before any output."""
@@ -20,16 +22,6 @@ def _slow_git(tmp_path: Path) -> tuple[Path, Path]:
     shim.write_text(f'#!/bin/sh\necho $$ > "{pid_file}"\nexec sleep 60\n')
     shim.chmod(0o755)
     return shim, pid_file
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is an ended process its parent has not reaped yet.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
 
 
 def _wait_for(pid_file: Path) -> int:
@@ -44,7 +36,7 @@ def _wait_for(pid_file: Path) -> int:
 def _gone(pid: int) -> bool:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not running(pid):
             return True
         time.sleep(0.05)
     return False
@@ -85,5 +77,5 @@ def test_a_git_still_running_in_a_background_thread_ends_with_the_process(
     try:
         assert _gone(git_pid), "git kept running after the process that started it ended"
     finally:
-        if _alive(git_pid):
+        if running(git_pid):
             os.kill(git_pid, 9)

@@ -15,6 +15,7 @@ from pytest_lsp import LanguageClient
 
 from poimen_memory.lsp import commands
 
+from ..processes import running
 from .conftest import PROJECT, REPO, World, start_client
 
 BUFFER = "src/kong/buffer.rs"
@@ -442,19 +443,6 @@ async def test_a_background_blame_does_not_outlive_the_server(world: World, tmp_
         await client.shutdown_session()
         await client.stop()
     deadline = time.monotonic() + 10
-    while _running(git_pid):
+    while running(git_pid):
         assert time.monotonic() < deadline, "the server's git kept running after it ended"
         await asyncio.sleep(0.05)
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (not ended, nor a zombie waiting to be reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return not stat.read_text().split(") ", 1)[1].startswith("Z")
-    except OSError:
-        return False
