@@ -25,13 +25,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
 
 from poimen_memory.cli import main
 from poimen_memory.domain import CommitSha
-from poimen_memory.gitio import GitRepo
-from poimen_memory.gitio.incremental import Unsupported, blame_from, checkpoint_candidates
+from poimen_memory.gitio import BlameCache, Blamer, GitRepo
+from poimen_memory.gitio.incremental import (
+    Unsupported,
+    blame_from,
+    checkpoint_candidates,
+    line_since,
+)
 
 WORDS = ["a", "b", "c", "}", "", "x = 1", "return y", "  a", "\tb", "// note", "end"]
 PATHS = ["f.txt", "g.txt", "h.txt"]
@@ -336,17 +341,45 @@ def check_all(h: History, *, ignoring: bool) -> tuple[int, int]:
             have = [(x.commit, x.orig_path, x.orig_line) for x in got.lines]
             assert have == want, (sha, candidate.value, path)
             assert got.commits.keys() >= {x.commit for x in got.lines}
-            # One line traced alone (a hover's answer) is the same line.
+            # One line traced alone (a hover's answer) is the same line; traced from the
+            # commit itself as HEAD (the last commit touching the file found by the walk),
+            # the same line again, or no answer.
             for n in {1, (len(want) + 1) // 2, len(want)} - {0}:
                 one = blame_from(repo, checkpoint, last, path, line=n)
                 assert not one.complete
                 assert one.lines == (got.lines[n - 1],), (sha, candidate.value, path, n)
+                # (The blamer takes that answer only where the walk's newest commit is the
+                # last commit touching the file as git finds it: so does this check.)
+                try:
+                    since = line_since(repo, checkpoint, commit, path, n)
+                except Unsupported:  # an ignored revision the walk from HEAD reaches
+                    continue
+                if since is not None and since[0] == last:
+                    assert since[1].lines == (got.lines[n - 1],), (sha, candidate.value, n)
+                    TOTAL["traced since"] += 1
             compared += 1
+        # From a blame of the file at a commit that is not behind this one (another branch,
+        # a later commit): the right line, or no answer, never another.
+        for other in h.commits[index + 1 :: 3]:
+            there = CommitSha(other)
+            if (there, path) not in repo.existing([(there, path)]):
+                continue
+            elsewhere = repo.blame(path, repo.last_commit(path, there))
+            for n in {1, len(truth.lines)} - {0}:
+                try:
+                    since = line_since(repo, elsewhere, commit, path, n)
+                except Unsupported:
+                    continue
+                if since is not None and since[0] == last:
+                    assert since[1].lines == (truth.lines[n - 1],), (sha, other, path, n)
     return compared, unsupported
 
 
 TOTAL = {
     "compared": 0,
+    "hovers after HEAD moved": 0,
+    "traced from the kept blame": 0,
+    "traced since": 0,
     "examples": 0,
     "rename with edits": 0,
     "same lines changed on both parents": 0,
@@ -384,10 +417,105 @@ def test_incremental_blame_equals_git_blame(
         TOTAL[shape] += 1
 
 
+@settings(
+    max_examples=int(os.environ.get("POIMEN_BLAME_EXAMPLES", "45")) // 3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=histories())
+# A history where the walk from a kept blame ends at another commit than git's last one
+# touching the file (a merge taking one side, past a rename with edits).
+@example(
+    steps=[
+        ("both", 0, Both(0, 0, ["both 1"], [], [], "ours", (True, True))),
+        ("rename-edit", 0, ("g.txt", ("insert", 0, 1, ["a"]), ("insert", 0, 1, ["a"]))),
+        ("merge", 0, "ours"),
+        ("edit", 0, ("insert", 0, 1, ["a"])),
+    ]
+)
+def test_a_hover_after_head_moved_traces_from_the_blame_kept_last(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, object]]
+) -> None:
+    """A blamer that kept the file's blame at one commit, asked for a line at a later one
+    (HEAD moved): the origin git blame gives, whether the walk from the kept blame answered
+    or the blamer found the last commit first."""
+    note(f"steps={steps!r}")
+    root = tmp_path_factory.mktemp("moved")
+    (root / "repo").mkdir()
+    h = build(root / "repo", steps)
+    repo = GitRepo.discover(h.root)
+    at = [(CommitSha(sha), _file(tree)) for sha, tree in zip(h.commits, h.trees, strict=True)]
+    for i, (kept, path) in enumerate(at):
+        for head, there in at[i + 1 :]:
+            if path is None or there != path:
+                continue
+            truth = repo.blame(path, head)
+            n = (len(truth.lines) + 1) // 2
+            if not n:
+                continue
+            blamer = Blamer(repo, BlameCache(root / f"cache-{i}-{head.short()}.db"))
+            blamer.blame_file(path, kept)
+            traced: list[bool] = []
+            since = blamer._reuse.since_latest
+
+            def spy(p: str, rev: CommitSha, line: int, since=since, traced=traced):  # type: ignore[no-untyped-def]
+                found = since(p, rev, line)
+                traced.append(found is not None)
+                return found
+
+            blamer._reuse.since_latest = spy  # type: ignore[method-assign]
+            got = blamer.origin(path, n, head)
+            assert got == truth.origin(n), (kept.value, head.value, path, n)
+            # The cache's key for the file at HEAD: the last commit touching it, as git says.
+            assert blamer._known_last(path, head) == repo.last_commit(path, head)
+            TOTAL["hovers after HEAD moved"] += 1
+            TOTAL["traced from the kept blame"] += sum(traced)
+
+
+# A merge that takes one side's file, past a rename with edits: git's log of the walk shows
+# the merge, while the last commit touching the file (rev-list's) is the side's commit.
+MERGE_PAST_RENAME = [
+    ("both", 0, Both(0, 0, ["both 1"], [], [], "ours", (True, True))),
+    ("rename-edit", 0, ("g.txt", ("insert", 0, 1, ["a"]), ("insert", 0, 1, ["a"]))),
+    ("merge", 0, "ours"),
+    ("edit", 0, ("insert", 0, 1, ["a"])),
+]
+
+
+def test_a_walk_ending_at_another_commit_than_git_s_last_is_not_taken(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    h = build(tmp_path / "repo", MERGE_PAST_RENAME)
+    repo = GitRepo.discover(h.root)
+    at = [(CommitSha(sha), _file(tree)) for sha, tree in zip(h.commits, h.trees, strict=True)]
+    disagreeing = []
+    for head, path in at:
+        if path is None:
+            continue
+        last = repo.last_commit(path, head)
+        for other, there in at:
+            if there != path or other == head:
+                continue
+            kept = repo.last_commit(path, other)
+            checkpoint = repo.blame(path, kept)
+            since = line_since(repo, checkpoint, head, path, 1)
+            if since is not None and since[0] != last:
+                disagreeing.append((head, path, kept, checkpoint))
+    assert disagreeing, "the history no longer has a walk ending elsewhere"
+    for n, (head, path, kept, checkpoint) in enumerate(disagreeing):
+        blamer = Blamer(repo, BlameCache(tmp_path / f"cache-{n}.db"))
+        blamer.keep(path, kept, checkpoint)
+        assert blamer.latest(path) == kept
+        assert blamer.origin(path, 1, head) == repo.blame(path, head).origin(1)
+        # The cache's key for the file at HEAD: git's last commit, not the walk's newest.
+        assert blamer._known_last(path, head) == repo.last_commit(path, head)
+
+
 def test_generated_histories_were_really_compared() -> None:
     # Runs after the property test (file order): the comparisons must have happened, and
     # most examples held each targeted shape as git blame itself shows it.
     assert TOTAL["compared"] >= 50, TOTAL
+    assert TOTAL["traced since"] >= 50, TOTAL
+    assert TOTAL["traced from the kept blame"] >= 10, TOTAL
     for shape in ("rename with edits", "same lines changed on both parents"):
         assert TOTAL[shape] * 3 >= TOTAL["examples"], TOTAL
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from cachetools import LRUCache
 
 from poimen_memory.domain import CommitSha
+from poimen_memory.errors import may_wait
 from poimen_memory.gitio.blame import Blame, BlameEntry, BlameLine
 from poimen_memory.gitio.cache import (
     FILE_TEXTS,
@@ -61,6 +62,9 @@ class Blamer:
             LINE_ORIGINS
         )
         self._warming: LRUCache[_FileAt, bool] = LRUCache(WARMING)
+        # path -> the last commit of the whole-file blame kept last for it here: where a
+        # hover after HEAD moved traces its line from (HEAD moving does not forget it).
+        self._latest: LRUCache[str, CommitSha] = LRUCache(LAST_COMMITS)
         self._reuse = BlameReuse(self)
 
     def invalidate(self) -> None:
@@ -68,7 +72,14 @@ class Blamer:
         keys, texts, digests, single lines, background blames, and the repository's HEAD
         and blame settings. The persistent cache stays: its keys say what they depend on."""
         with self._lock:
-            for layer in (self._last, self._texts, self._digests, self._lines, self._warming):
+            for layer in (
+                self._last,
+                self._texts,
+                self._digests,
+                self._lines,
+                self._warming,
+                self._latest,
+            ):
                 layer.clear()
             self._scope = None
         self.repo.invalidate()
@@ -96,6 +107,18 @@ class Blamer:
             last = self.repo.last_commit(path, rev)
             self._remember_last(path, rev, last)
         return self._key(path, last)
+
+    def keep(self, path: str, last: CommitSha, blame: Blame) -> None:
+        """Put the whole-file blame of ``path`` at ``last`` in the cache, as the file's latest."""
+        self.cache.put(self._key(path, last), blame)
+        if blame.complete:
+            with self._lock:
+                self._latest[path] = last
+
+    def latest(self, path: str) -> CommitSha | None:
+        """The last commit of the whole-file blame of ``path`` kept last here, if any."""
+        with self._lock:
+            return self._latest.get(path)
 
     def _known_last(self, path: str, rev: CommitSha) -> CommitSha | None:
         with self._lock:
@@ -168,7 +191,7 @@ class Blamer:
             if hit is not None:
                 return hit, "cache"
             blame, source = self._compute(path, key.commit, on_entry)
-        self.cache.put(key, blame)
+        self.keep(path, key.commit, blame)
         if source != "shared":
             self._reuse.share(blame)
         return self.cache.get(key, at) or blame, source
@@ -225,8 +248,27 @@ class Blamer:
         if self._reusable(path):
             # A blame of this file is known somewhere: the line from it (a shared row, or
             # traced through the commits since an earlier blame) costs less than git's.
+            recent = None
+            if last is None and self.latest(path) is not None:
+                # HEAD moved since this process kept the file's blame: the commits since it
+                # give the line and the last commit touching the file in one walk, while
+                # that commit is found as usual beside it (the two must agree).
+                may_wait()
+                finding = Meanwhile(
+                    lambda: touching(self.repo, path, at, LADDER[0] + 1), "poimen-touching"
+                )
+                try:
+                    since = self._reuse.since_latest(path, at, line)
+                finally:
+                    finding.wait()
+                recent = finding.result()
+                if since is not None and recent and since[0] == recent[0]:
+                    self._remember_last(path, at, recent[0])
+                    self._reuse.complete_later(path, since[0], since[2])
+                    return since[1]
             # One walk gives the last commit touching the file and the checkpoint candidates.
-            recent = touching(self.repo, path, at, LADDER[0] + 1)
+            if recent is None:
+                recent = touching(self.repo, path, at, LADDER[0] + 1)
             if recent and last is None:
                 last = recent[0]
                 self._remember_last(path, at, last)

@@ -54,6 +54,7 @@ __all__ = [
     "Unsupported",
     "blame_from",
     "checkpoint_candidates",
+    "line_since",
     "supported",
     "touching",
 ]
@@ -144,11 +145,61 @@ def blame_from(
     return walk.finish(path, target)
 
 
-def _line_from(walk: _Walk, repo: GitRepo, path: str, target: CommitSha, line: int) -> Blame:
+def line_since(
+    repo: GitRepo,
+    checkpoint: Blame,
+    head: CommitSha,
+    path: str,
+    line: int,
+    known: Callable[[CommitSha, str], Blame | None] | None = None,
+) -> tuple[CommitSha, Blame] | None:
+    """The last commit touching ``path`` at ``head``, and the partial blame of ``line`` there
+    (as ``blame_from`` with ``line`` gives it), from ``checkpoint``: one walk of the commits
+    since the checkpoint (``^checkpoint head``), with no git process before it to find that
+    commit. Where the walk's newest commit is the last commit touching the file as git finds
+    it (``touching``: the caller checks), the walk's commits are those of ``^checkpoint
+    last`` (the ones after it do not touch the file), so the line is the one ``blame_from``
+    gives; elsewhere (history that git simplifies otherwise for the two) the answer is not to
+    be used. None when the walk cannot tell: nothing walked (which leaves open whether the
+    checkpoint is behind ``head``), no walked commit naming the checkpoint as its parent, or
+    more than one newest commit. Unsupported where ``blame_from`` is."""
+    if not checkpoint.complete or checkpoint.path != path:
+        raise Unsupported("the checkpoint is not a whole-file blame of this path")
+    reason = supported(repo)
+    if reason is not None:
+        raise Unsupported(reason)
+    # The file at HEAD is the file at the walk's newest commit: read while git walks.
+    reading = Meanwhile(lambda: repo.blob(head, path), "poimen-line-count")
+    try:
+        nodes = load_history(repo, checkpoint.rev, path, head)
+    except BaseException:
+        reading.wait()
+        raise
+    parents = {parent for node in nodes.values() for parent in node.parents}
+    newest = [sha for sha in nodes if sha not in parents]
+    if len(newest) != 1 or checkpoint.rev.value not in parents:
+        reading.wait()
+        return None
+    last = CommitSha(newest[0])
+    walk = _Walk(repo, checkpoint, known)
+    walk.walked = (path, last, nodes)
+    return last, _line_from(walk, repo, path, last, line, reading)
+
+
+def _line_from(
+    walk: _Walk,
+    repo: GitRepo,
+    path: str,
+    target: CommitSha,
+    line: int,
+    reading: Meanwhile[bytes] | None = None,
+) -> Blame:
     """The partial blame of ``line`` alone: traced while another thread reads the file at
-    ``target`` for its number of lines (the walk's git process need not wait for it); a
-    line past the end has no origin, whatever the walk made of it."""
-    reading = Meanwhile(lambda: repo.blob(target, path), "poimen-line-count")
+    ``target`` for its number of lines (the walk's git process need not wait for it; or
+    ``reading``, started earlier); a line past the end has no origin, whatever the walk
+    made of it."""
+    if reading is None:
+        reading = Meanwhile(lambda: repo.blob(target, path), "poimen-line-count")
     failure: Exception | None = None
     try:
         walk.run(path, target, [(line, 1, line)], line)
@@ -188,6 +239,8 @@ class _Walk:
         self.renames = 0
         self.out: list[tuple[str, str, int] | None] = []
         self.extra_commits: dict[CommitSha, BlameCommit] = {}
+        # (path, tip, the history of ^base tip) read already: the walk's first read of it.
+        self.walked: tuple[str, CommitSha, dict[str, Node]] | None = None
 
     def run(self, path: str, tip: CommitSha, runs: list[_Run], size: int) -> None:
         """Resolve ``runs`` of ``path`` at ``tip`` (which touched it) into self.out."""
@@ -200,7 +253,11 @@ class _Walk:
         if tip == self.base and path == self.checkpoint.path:
             self._from_checkpoint(path, runs)
             return
-        nodes = load_history(self.repo, self.base, path, tip)
+        walked, self.walked = self.walked, None
+        if walked is not None and walked[:2] == (path, tip):
+            nodes = walked[2]
+        else:
+            nodes = load_history(self.repo, self.base, path, tip)
         if tip.value not in nodes:
             self._outside(tip.value, path, runs)
             return

@@ -140,6 +140,14 @@ class ObjectReader:
             for _attempt in range(2):  # a process that died since the last request is replaced
                 try:
                     answer = request()
+                except AttributeError:
+                    if self._alive(kind):
+                        raise  # not the process: a caller's parse of what it read
+                    # GitPython's handle on a process it has ended already (at exit, say):
+                    # replaced, as a process that died is.
+                    said = b""
+                    self._repo.git.clear_cache()
+                    continue
                 except (ValueError, OSError) as exc:
                     # A live process answered "missing" or "ambiguous"; a dead one, nothing.
                     if isinstance(exc, ValueError) and self._alive(kind):

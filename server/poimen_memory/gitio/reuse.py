@@ -19,7 +19,12 @@ from cachetools import LRUCache
 from poimen_memory.domain import CommitSha, SharedBlame
 from poimen_memory.gitio.blame import Blame, BlameLine
 from poimen_memory.gitio.errors import GitError
-from poimen_memory.gitio.incremental import Unsupported, blame_from, checkpoint_candidates
+from poimen_memory.gitio.incremental import (
+    Unsupported,
+    blame_from,
+    checkpoint_candidates,
+    line_since,
+)
 from poimen_memory.gitio.shared import agrees, decode, encode, line_of
 
 if TYPE_CHECKING:
@@ -240,8 +245,41 @@ class BlameReuse:
             log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
             return None
         if blame is not None and line is not None:
-            _later(lambda: self._complete(path, last, checkpoint))
+            self.complete_later(path, last, checkpoint)
         return blame
+
+    def since_latest(
+        self, path: str, at: CommitSha, line: int
+    ) -> tuple[CommitSha, BlameLine | None, Blame] | None:
+        """The last commit touching ``path`` at ``at``, ``line``'s origin there, and the
+        checkpoint it was traced from: the whole-file blame this process kept last for the
+        file (the one made before HEAD moved, say), in one walk of the commits since. None
+        when there is no such blame or the walk cannot tell (see ``line_since``): the caller
+        finds the last commit first, as before."""
+        blamer = self._blamer
+        latest = blamer.latest(path)
+        if latest is None:
+            return None
+        try:
+            checkpoint = blamer.cache.get(blamer._key(path, latest), latest)
+            if checkpoint is None:
+                return None
+            found = line_since(blamer.repo, checkpoint, at, path, line, self._cached_at)
+        except Unsupported as exc:
+            log.debug("blame of %s at %s by git: %s", path, at.short(), exc)
+            return None
+        except GitError as exc:
+            log.debug("incremental blame of %s at %s failed: %s", path, at.short(), exc)
+            return None
+        if found is None:
+            return None
+        last, blame = found
+        return last, blame.origin(line), checkpoint
+
+    def complete_later(self, path: str, last: CommitSha, checkpoint: Blame) -> None:
+        """The whole-file blame at ``last`` from ``checkpoint``, in the background (cached and
+        shared), after a line was traced from it."""
+        _later(lambda: self._complete(path, last, checkpoint))
 
     def _from_checkpoint(
         self, path: str, last: CommitSha, checkpoint: Blame, line: int | None = None
@@ -262,7 +300,7 @@ class BlameReuse:
             log.debug("incremental blame of %s at %s failed: %s", path, last.short(), exc)
             return
         if blame is not None:
-            self._blamer.cache.put(self._blamer._key(path, last), blame)
+            self._blamer.keep(path, last, blame)
             self.share(blame)
 
     def _cached_at(self, rev: CommitSha, path: str) -> Blame | None:
