@@ -38,6 +38,8 @@ from poimen_memory.gitio.incremental import (
     line_since,
 )
 
+from .gitrepo import ALICE, BOB, FixtureRepo
+
 WORDS = ["a", "b", "c", "}", "", "x = 1", "return y", "  a", "\tb", "// note", "end"]
 PATHS = ["f.txt", "g.txt", "h.txt"]
 
@@ -736,3 +738,34 @@ def test_lines_kept_across_a_rename_with_edits_keep_their_commit(
     assert body["source"] == "incremental"
     assert body["verified"] is True
     assert _origins(body) == want
+
+
+def test_a_kept_blame_on_a_side_branch_git_blame_passes_by_is_not_walked_through(
+    tmp_path: Path,
+) -> None:
+    """A feature branch changes a line and reverts it; main merges it (--no-ff, the file the
+    same on both sides), then edits the file. git blame hands the merge's file to its first
+    parent whole, so the line keeps its first origin; a walk from the side branch's commit
+    would pass the line through the revert. The hover must give git's answer."""
+    repo_dir = tmp_path / "repo"
+    repo = FixtureRepo.create(repo_dir)
+    lines = [f"line {i}\n" for i in range(1, 21)]
+    repo.write("f.txt", "".join(lines))
+    first = repo.commit("first", "First", ALICE, "f.txt")
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.write("f.txt", "".join([*lines[:9], "changed 10\n", *lines[10:]]))
+    kept = repo.commit("kept", "Change line 10", BOB, "f.txt")
+    repo.write("f.txt", "".join(lines))
+    repo.commit("revert", "Put line 10 back", BOB, "f.txt")
+    repo.git("checkout", "-q", "-")
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge feature", "feature")
+    repo.write("f.txt", "".join([*lines, "line 21\n"]))
+    head = CommitSha(repo.commit("tip", "Add line 21", ALICE, "f.txt"))
+    git = GitRepo.discover(repo_dir)
+    truth = git.blame("f.txt", head).origin(10)
+    assert truth is not None
+    assert truth.commit.value == first
+    blamer = Blamer(git, BlameCache(tmp_path / "cache.db"))
+    blamer.keep("f.txt", CommitSha(kept), git.blame("f.txt", CommitSha(kept)))
+    assert blamer.origin("f.txt", 10, head) == truth
+    assert blamer._known_last("f.txt", head) == git.last_commit("f.txt", head)

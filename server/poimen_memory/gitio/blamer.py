@@ -262,7 +262,16 @@ class Blamer:
                 finally:
                     finding.wait()
                 recent = finding.result()
-                if since is not None and recent and since[0] == recent[0]:
+                # Taken where the old way could have walked the same: the kept blame's commit
+                # among those rev-list names (on the history git simplifies as blame does; a
+                # commit off it, a side branch's, would be walked through a merge that blame
+                # passes to its first parent), and the walk's newest commit its first.
+                if (
+                    since is not None
+                    and recent
+                    and since[0] == recent[0]
+                    and since[2].rev in recent[1:]
+                ):
                     self._remember_last(path, at, recent[0])
                     self._reuse.complete_later(path, since[0], since[2])
                     return since[1]

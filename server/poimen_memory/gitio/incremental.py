@@ -181,7 +181,11 @@ def line_since(
         reading.wait()
         return None
     last = CommitSha(newest[0])
-    walk = _Walk(repo, checkpoint, known)
+    try:
+        walk = _Walk(repo, checkpoint, known)
+    except BaseException:
+        reading.wait()
+        raise
     walk.walked = (path, last, nodes)
     return last, _line_from(walk, repo, path, last, line, reading)
 
