@@ -132,12 +132,7 @@ def blame_from(
     a commit outside the walk use it instead of git blame. With ``line``, only that line is
     traced (a partial blame: a hover's answer, without the rest of the file's bookkeeping).
     Unsupported when the answer could differ from git's."""
-    if not checkpoint.complete or checkpoint.path != path:
-        raise Unsupported("the checkpoint is not a whole-file blame of this path")
-    reason = supported(repo)
-    if reason is not None:
-        raise Unsupported(reason)
-    walk = _Walk(repo, checkpoint, known)
+    walk = _walk_from(repo, checkpoint, path, known)
     if line is not None:
         return _line_from(walk, repo, path, target, line)
     count = _count_lines(repo.blob(target, path))
@@ -163,11 +158,7 @@ def line_since(
     be used. None when the walk cannot tell: nothing walked (which leaves open whether the
     checkpoint is behind ``head``), no walked commit naming the checkpoint as its parent, or
     more than one newest commit. Unsupported where ``blame_from`` is."""
-    if not checkpoint.complete or checkpoint.path != path:
-        raise Unsupported("the checkpoint is not a whole-file blame of this path")
-    reason = supported(repo)
-    if reason is not None:
-        raise Unsupported(reason)
+    walk = _walk_from(repo, checkpoint, path, known)
     # The file at HEAD is the file at the walk's newest commit: read while git walks.
     reading = Meanwhile(lambda: repo.blob(head, path), "poimen-line-count")
     try:
@@ -181,13 +172,23 @@ def line_since(
         reading.wait()
         return None
     last = CommitSha(newest[0])
-    try:
-        walk = _Walk(repo, checkpoint, known)
-    except BaseException:
-        reading.wait()
-        raise
     walk.walked = (path, last, nodes)
     return last, _line_from(walk, repo, path, last, line, reading)
+
+
+def _walk_from(
+    repo: GitRepo,
+    checkpoint: Blame,
+    path: str,
+    known: Callable[[CommitSha, str], Blame | None] | None,
+) -> _Walk:
+    """A walk from ``checkpoint``, or Unsupported where its answer could differ from git's."""
+    if not checkpoint.complete or checkpoint.path != path:
+        raise Unsupported("the checkpoint is not a whole-file blame of this path")
+    reason = supported(repo)
+    if reason is not None:
+        raise Unsupported(reason)
+    return _Walk(repo, checkpoint, known)
 
 
 def _line_from(

@@ -140,19 +140,16 @@ class ObjectReader:
             for _attempt in range(2):  # a process that died since the last request is replaced
                 try:
                     answer = request()
-                except AttributeError:
-                    if self._alive(kind):
-                        raise  # not the process: a caller's parse of what it read
-                    # GitPython's handle on a process it has ended already (at exit, say):
-                    # replaced, as a process that died is.
-                    said = b""
-                    self._repo.git.clear_cache()
-                    continue
-                except (ValueError, OSError) as exc:
+                except (ValueError, OSError, AttributeError) as exc:
                     # A live process answered "missing" or "ambiguous"; a dead one, nothing.
-                    if isinstance(exc, ValueError) and self._alive(kind):
-                        self._drain(kind)
-                        return None
+                    # An AttributeError is a caller's parse of what a live one read, or
+                    # GitPython's handle on a process it has ended already (at exit, say).
+                    if self._alive(kind):
+                        if isinstance(exc, AttributeError):
+                            raise
+                        if isinstance(exc, ValueError):
+                            self._drain(kind)
+                            return None
                     said = self._drain(kind)
                     self._repo.git.clear_cache()
                     continue
