@@ -17,6 +17,7 @@ git gives it to the first). The test counts how often git's own blame shows each
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -350,14 +351,15 @@ def check_all(h: History, *, ignoring: bool) -> tuple[int, int]:
                 one = blame_from(repo, checkpoint, last, path, line=n)
                 assert not one.complete
                 assert one.lines == (got.lines[n - 1],), (sha, candidate.value, path, n)
-                # (The blamer takes that answer only where the walk's newest commit is the
-                # last commit touching the file as git finds it: so does this check.)
+                # From the commit itself as HEAD: git's blame of the line over the commits
+                # since the checkpoint, continued from it: the same line, or no answer.
                 try:
                     since = line_since(repo, checkpoint, commit, path, n)
-                except Unsupported:  # an ignored revision the walk from HEAD reaches
+                except Unsupported:  # ignore-revs in force
+                    assert ignoring
                     continue
-                if since is not None and since[0] == last:
-                    assert since[1].lines == (got.lines[n - 1],), (sha, candidate.value, n)
+                if since is not None:
+                    assert since == got.lines[n - 1], (sha, candidate.value, n)
                     TOTAL["traced since"] += 1
             compared += 1
         # From a blame of the file at a commit that is not behind this one (another branch,
@@ -372,8 +374,9 @@ def check_all(h: History, *, ignoring: bool) -> tuple[int, int]:
                     since = line_since(repo, elsewhere, commit, path, n)
                 except Unsupported:
                     continue
-                if since is not None and since[0] == last:
-                    assert since[1].lines == (truth.lines[n - 1],), (sha, other, path, n)
+                if since is not None:
+                    assert since == truth.lines[n - 1], (sha, other, path, n)
+                    TOTAL["traced from elsewhere"] += 1
     return compared, unsupported
 
 
@@ -382,6 +385,7 @@ TOTAL = {
     "hovers after HEAD moved": 0,
     "traced from the kept blame": 0,
     "traced since": 0,
+    "traced from elsewhere": 0,
     "examples": 0,
     "rename with edits": 0,
     "same lines changed on both parents": 0,
@@ -474,8 +478,9 @@ def test_a_hover_after_head_moved_traces_from_the_blame_kept_last(
             TOTAL["traced from the kept blame"] += sum(traced)
 
 
-# A merge that takes one side's file, past a rename with edits: git's log of the walk shows
-# the merge, while the last commit touching the file (rev-list's) is the side's commit.
+# A merge that takes one side's file, past a rename with edits: git's log of the commits
+# since a kept blame shows the merge, while the last commit touching the file (rev-list's)
+# is the side's commit.
 MERGE_PAST_RENAME = [
     ("both", 0, Both(0, 0, ["both 1"], [], [], "ours", (True, True))),
     ("rename-edit", 0, ("g.txt", ("insert", 0, 1, ["a"]), ("insert", 0, 1, ["a"]))),
@@ -484,32 +489,25 @@ MERGE_PAST_RENAME = [
 ]
 
 
-def test_a_walk_ending_at_another_commit_than_git_s_last_is_not_taken(tmp_path: Path) -> None:
+def test_a_hover_after_head_moved_past_a_merge_taking_one_side_is_git_s(tmp_path: Path) -> None:
     (tmp_path / "repo").mkdir()
     h = build(tmp_path / "repo", MERGE_PAST_RENAME)
     repo = GitRepo.discover(h.root)
     at = [(CommitSha(sha), _file(tree)) for sha, tree in zip(h.commits, h.trees, strict=True)]
-    disagreeing = []
-    for head, path in at:
-        if path is None:
+    asked = 0
+    for n, ((head, path), (other, there)) in enumerate(itertools.product(at, at)):
+        if path is None or there != path or other == head:
             continue
-        last = repo.last_commit(path, head)
-        for other, there in at:
-            if there != path or other == head:
-                continue
-            kept = repo.last_commit(path, other)
-            checkpoint = repo.blame(path, kept)
-            since = line_since(repo, checkpoint, head, path, 1)
-            if since is not None and since[0] != last:
-                disagreeing.append((head, path, kept, checkpoint))
-    assert disagreeing, "the history no longer has a walk ending elsewhere"
-    for n, (head, path, kept, checkpoint) in enumerate(disagreeing):
+        kept = repo.last_commit(path, other)
         blamer = Blamer(repo, BlameCache(tmp_path / f"cache-{n}.db"))
-        blamer.keep(path, kept, checkpoint)
+        blamer.keep(path, kept, repo.blame(path, kept))
         assert blamer.latest(path) == kept
-        assert blamer.origin(path, 1, head) == repo.blame(path, head).origin(1)
-        # The cache's key for the file at HEAD: git's last commit, not the walk's newest.
+        for line in range(1, len(repo.blame(path, head).lines) + 1):
+            assert blamer.origin(path, line, head) == repo.blame(path, head).origin(line)
+            asked += 1
+        # The cache's key for the file at HEAD: git's last commit touching it.
         assert blamer._known_last(path, head) == repo.last_commit(path, head)
+    assert asked >= 4
 
 
 def test_generated_histories_were_really_compared() -> None:
@@ -769,3 +767,23 @@ def test_a_kept_blame_on_a_side_branch_git_blame_passes_by_is_not_walked_through
     blamer.keep("f.txt", CommitSha(kept), git.blame("f.txt", CommitSha(kept)))
     assert blamer.origin("f.txt", 10, head) == truth
     assert blamer._known_last("f.txt", head) == git.last_commit("f.txt", head)
+
+
+def test_a_hover_at_the_kept_blame_s_own_commit_never_blames_the_work_tree(
+    tmp_path: Path,
+) -> None:
+    """HEAD back at the commit whose blame was kept: git, asked for ``^C C``, would blame the
+    work tree's file (edited, or gone); the kept blame is the answer."""
+    repo_dir = tmp_path / "repo"
+    repo = FixtureRepo.create(repo_dir)
+    repo.write("f.txt", "".join(f"line {i}\n" for i in range(1, 6)))
+    repo.commit("first", "First", ALICE, "f.txt")
+    repo.write("f.txt", "".join(f"line {i}\n" for i in [1, 2, 30, 4, 5]))
+    kept = CommitSha(repo.commit("second", "Second", BOB, "f.txt"))
+    git = GitRepo.discover(repo_dir)
+    checkpoint = git.blame("f.txt", kept)
+    repo.write("f.txt", "edited, not committed\n" * 5)
+    for n in range(1, 6):
+        assert line_since(git, checkpoint, kept, "f.txt", n) == checkpoint.origin(n)
+    (repo_dir / "f.txt").unlink()
+    assert line_since(git, checkpoint, kept, "f.txt", 3) == checkpoint.origin(3)

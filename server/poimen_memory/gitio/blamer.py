@@ -250,9 +250,9 @@ class Blamer:
             # traced through the commits since an earlier blame) costs less than git's.
             recent = None
             if last is None and self.latest(path) is not None:
-                # HEAD moved since this process kept the file's blame: the commits since it
-                # give the line and the last commit touching the file in one walk, while
-                # that commit is found as usual beside it (the two must agree).
+                # HEAD moved since this process kept the file's blame: git blames the line
+                # over the commits since that blame only, while the last commit touching the
+                # file (the cache's key) is found beside it.
                 may_wait()
                 finding = Meanwhile(
                     lambda: touching(self.repo, path, at, LADDER[0] + 1), "poimen-touching"
@@ -262,19 +262,16 @@ class Blamer:
                 finally:
                     finding.wait()
                 recent = finding.result()
-                # Taken where the old way could have walked the same: the kept blame's commit
-                # among those rev-list names (on the history git simplifies as blame does; a
-                # commit off it, a side branch's, would be walked through a merge that blame
-                # passes to its first parent), and the walk's newest commit its first.
-                if (
-                    since is not None
-                    and recent
-                    and since[0] == recent[0]
-                    and since[2].rev in recent[1:]
-                ):
-                    self._remember_last(path, at, recent[0])
-                    self._reuse.complete_later(path, since[0], since[2])
-                    return since[1]
+                if since is not None:
+                    traced_line, checkpoint = since
+                    if recent:
+                        self._remember_last(path, at, recent[0])
+                    if recent and checkpoint.rev in recent[1:]:
+                        # The whole file from the same blame, later (cached and shared).
+                        self._reuse.complete_later(path, recent[0], checkpoint)
+                    elif warm:
+                        self.warm(path, at)
+                    return traced_line
             # One walk gives the last commit touching the file and the checkpoint candidates.
             if recent is None:
                 recent = touching(self.repo, path, at, LADDER[0] + 1)

@@ -29,10 +29,13 @@ def blame_args(
     lines: LineRanges | None,
     *,
     incremental: bool = False,
+    since: CommitSha | None = None,
 ) -> list[str]:
     """The argument list of a blame of ``path`` at ``rev`` with the options ``settings``: of
     the whole file (``lines`` None), one range or several; ``incremental``: entries as git
-    finds them (``--incremental``) rather than all at the end, in order (``--porcelain``)."""
+    finds them (``--incremental``) rather than all at the end, in order (``--porcelain``).
+    ``since``: git walks no further than that commit (``^since``); lines that reach it are
+    its, marked boundary, at their line in its version of the file."""
     check_not_option("file", path)
     args = ["blame", "--incremental" if incremental else "--porcelain", *settings]
     if lines is not None and len(lines) == 0:
@@ -49,7 +52,8 @@ def blame_args(
         ):
             raise UnsafeArgument(f"line: expected 1 <= start <= end, got {pair!r}")
         args.append(f"-L{pair[0]},{pair[1]}")
-    return [*args, rev.value, "--", path]
+    bottom = [] if since is None else [f"^{since.value}"]
+    return [*args, *bottom, rev.value, "--", path]
 
 
 def merged_ranges(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -79,12 +79,21 @@ class BlameRunner:
             return None
 
     def args(
-        self, rev: CommitSha, path: str, lines: LineRanges | None, *, incremental: bool = False
+        self,
+        rev: CommitSha,
+        path: str,
+        lines: LineRanges | None,
+        *,
+        incremental: bool = False,
+        since: CommitSha | None = None,
     ) -> list[str]:
         """The argument list of a blame of ``path`` at ``rev``: of the whole file, one range
-        or several (``incremental``: entries as git finds them)."""
+        or several (``incremental``: entries as git finds them; ``since``: no further back
+        than that commit)."""
         check_not_option("file", path)
-        return blame_args(self.settings().args, rev, path, lines, incremental=incremental)
+        return blame_args(
+            self.settings().args, rev, path, lines, incremental=incremental, since=since
+        )
 
     def by_diff(self) -> bool:
         """Whether blame attributes every line a (non-merge) commit added to that commit: no
@@ -99,15 +108,16 @@ class BlameRunner:
         rev: CommitSha,
         lines: LineRanges | None,
         on_entry: Callable[[BlameEntry], None] | None = None,
+        since: CommitSha | None = None,
     ) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``), parsed as it streams;
         BinaryFile for a whole file git finds no lines in because it is binary. With
         ``on_entry`` (whole files only), git reports lines as it finds them, each entry
         passed on; the file is then looked at for binary content (the lines' text is not
-        read)."""
+        read). ``since``: git walks no further back than that commit (its lines boundary)."""
         repo = self._repo
         incremental = on_entry is not None and lines is None
-        args = repo.blame_args(rev, path, lines, incremental=incremental)
+        args = self.args(rev, path, lines, incremental=incremental, since=since)
         config = self.settings().config
         result = run_blame(
             repo.runner, repo.root, args, config, path, rev,

@@ -21,14 +21,16 @@ indent heuristic as configured for both, no textconv, all merges' parents), and 
 cannot be exact it is not tried (``Unsupported``, logged at debug): move detection, grafts,
 replace refs and shallow history, a configured diff algorithm, an ignored revision inside
 the walk (its fuzzy matching is git's own), a path that is a directory or changes type,
-too long a walk. The contract is checked by ``mem blame --verify`` and by tests that compare
-every line with ``git blame --porcelain``.
+too long a walk. A hover after HEAD moved asks for one line only: git blames it over the
+commits since the checkpoint (``line_since``). The contract is checked by ``mem blame
+--verify`` and by tests that compare every line with ``git blame --porcelain``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine, commit_time
@@ -141,39 +143,36 @@ def blame_from(
 
 
 def line_since(
-    repo: GitRepo,
-    checkpoint: Blame,
-    head: CommitSha,
-    path: str,
-    line: int,
-    known: Callable[[CommitSha, str], Blame | None] | None = None,
-) -> tuple[CommitSha, Blame] | None:
-    """The last commit touching ``path`` at ``head``, and the partial blame of ``line`` there
-    (as ``blame_from`` with ``line`` gives it), from ``checkpoint``: one walk of the commits
-    since the checkpoint (``^checkpoint head``), with no git process before it to find that
-    commit. Where the walk's newest commit is the last commit touching the file as git finds
-    it (``touching``: the caller checks), the walk's commits are those of ``^checkpoint
-    last`` (the ones after it do not touch the file), so the line is the one ``blame_from``
-    gives; elsewhere (history that git simplifies otherwise for the two) the answer is not to
-    be used. None when the walk cannot tell: nothing walked (which leaves open whether the
-    checkpoint is behind ``head``), no walked commit naming the checkpoint as its parent, or
-    more than one newest commit. Unsupported where ``blame_from`` is."""
-    walk = _walk_from(repo, checkpoint, path, known)
-    # The file at HEAD is the file at the walk's newest commit: read while git walks.
-    reading = Meanwhile(lambda: repo.blob(head, path), "poimen-line-count")
-    try:
-        nodes = load_history(repo, checkpoint.rev, path, head)
-    except BaseException:
-        reading.wait()
-        raise
-    parents = {parent for node in nodes.values() for parent in node.parents}
-    newest = [sha for sha in nodes if sha not in parents]
-    if len(newest) != 1 or checkpoint.rev.value not in parents:
-        reading.wait()
+    repo: GitRepo, checkpoint: Blame, head: CommitSha, path: str, line: int
+) -> BlameLine | None:
+    """The origin of ``line`` of ``path`` at ``head``, from ``checkpoint`` (a whole-file blame
+    of the same path, kept from before HEAD moved): git blames the line over the commits
+    since the checkpoint only (``git blame -L n,n ^checkpoint head``); a line that reaches the
+    checkpoint is the checkpoint's line it reached. git's walk is the full blame's until it
+    stops, and the full blame goes on from the checkpoint's version of the file as the
+    checkpoint's own blame did (no ignore-revs, no move detection: a line's fate does not
+    depend on which lines travel with it). None when git stops elsewhere (a commit the
+    checkpoint's history holds, reached through another side of a merge). Unsupported where
+    the answer could differ from git's; a line past the end is git's UnsafeArgument."""
+    reason = "the checkpoint is not a whole-file blame of this path"
+    if checkpoint.complete and checkpoint.path == path:
+        reason = supported(repo) or ("" if repo.blames_by_diff() else "ignore-revs are in force")
+    if reason:
+        raise Unsupported(reason)
+    if head == checkpoint.rev:
+        # (``^C C`` leaves git nothing to blame but the work tree's file.)
+        return checkpoint.origin(line)
+    found = repo.blame(path, head, (line, line), since=checkpoint.rev)
+    entry = found.origin(line)
+    if entry is None or not entry.commit.value.strip("0"):
         return None
-    last = CommitSha(newest[0])
-    walk.walked = (path, last, nodes)
-    return last, _line_from(walk, repo, path, last, line, reading)
+    commit = found.commits.get(entry.commit)
+    if commit is not None and not commit.boundary:
+        return entry
+    if entry.commit != checkpoint.rev or entry.orig_path != path:
+        return None
+    before = checkpoint.origin(entry.orig_line)
+    return None if before is None else replace(before, line=line)
 
 
 def _walk_from(
@@ -191,20 +190,11 @@ def _walk_from(
     return _Walk(repo, checkpoint, known)
 
 
-def _line_from(
-    walk: _Walk,
-    repo: GitRepo,
-    path: str,
-    target: CommitSha,
-    line: int,
-    reading: Meanwhile[bytes] | None = None,
-) -> Blame:
+def _line_from(walk: _Walk, repo: GitRepo, path: str, target: CommitSha, line: int) -> Blame:
     """The partial blame of ``line`` alone: traced while another thread reads the file at
-    ``target`` for its number of lines (the walk's git process need not wait for it; or
-    ``reading``, started earlier); a line past the end has no origin, whatever the walk
-    made of it."""
-    if reading is None:
-        reading = Meanwhile(lambda: repo.blob(target, path), "poimen-line-count")
+    ``target`` for its number of lines (the walk's git process need not wait for it); a line
+    past the end has no origin, whatever the walk made of it."""
+    reading = Meanwhile(lambda: repo.blob(target, path), "poimen-line-count")
     failure: Exception | None = None
     try:
         walk.run(path, target, [(line, 1, line)], line)
@@ -244,8 +234,6 @@ class _Walk:
         self.renames = 0
         self.out: list[tuple[str, str, int] | None] = []
         self.extra_commits: dict[CommitSha, BlameCommit] = {}
-        # (path, tip, the history of ^base tip) read already: the walk's first read of it.
-        self.walked: tuple[str, CommitSha, dict[str, Node]] | None = None
 
     def run(self, path: str, tip: CommitSha, runs: list[_Run], size: int) -> None:
         """Resolve ``runs`` of ``path`` at ``tip`` (which touched it) into self.out."""
@@ -258,11 +246,7 @@ class _Walk:
         if tip == self.base and path == self.checkpoint.path:
             self._from_checkpoint(path, runs)
             return
-        walked, self.walked = self.walked, None
-        if walked is not None and walked[:2] == (path, tip):
-            nodes = walked[2]
-        else:
-            nodes = load_history(self.repo, self.base, path, tip)
+        nodes = load_history(self.repo, self.base, path, tip)
         if tip.value not in nodes:
             self._outside(tip.value, path, runs)
             return

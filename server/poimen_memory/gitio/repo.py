@@ -458,10 +458,14 @@ class GitRepo:
         rev: CommitSha,
         lines: LineRanges | None = None,
         on_entry: Callable[[BlameEntry], None] | None = None,
+        *,
+        since: CommitSha | None = None,
     ) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``: one range or several),
-        parsed as it streams; ``on_entry`` (whole file) gets each entry as git finds it."""
-        return self._blames.blame(path, rev, lines, on_entry)
+        parsed as it streams; ``on_entry`` (whole file) gets each entry as git finds it.
+        ``since``: git walks no further back than that commit; the lines that reach it are
+        its (boundary), numbered as in its version of the file."""
+        return self._blames.blame(path, rev, lines, on_entry, since)
 
     def is_binary(self, data: bytes) -> bool:
         """git's heuristic: a NUL byte near the start."""

@@ -248,14 +248,12 @@ class BlameReuse:
             self.complete_later(path, last, checkpoint)
         return blame
 
-    def since_latest(
-        self, path: str, at: CommitSha, line: int
-    ) -> tuple[CommitSha, BlameLine | None, Blame] | None:
-        """The last commit touching ``path`` at ``at``, ``line``'s origin there, and the
-        checkpoint it was traced from: the whole-file blame this process kept last for the
-        file (the one made before HEAD moved, say), in one walk of the commits since. None
-        when there is no such blame or the walk cannot tell (see ``line_since``): the caller
-        finds the last commit first, as before."""
+    def since_latest(self, path: str, at: CommitSha, line: int) -> tuple[BlameLine, Blame] | None:
+        """``line``'s origin at ``at`` and the checkpoint it was found from: the whole-file
+        blame this process kept last for the file (the one made before HEAD moved, say),
+        continued by git's blame of the line over the commits since (see ``line_since``).
+        None when there is no such blame or git's walk cannot be continued from it: the
+        caller goes the usual way."""
         blamer = self._blamer
         latest = blamer.latest(path)
         if latest is None:
@@ -264,17 +262,14 @@ class BlameReuse:
             checkpoint = blamer.cache.get(blamer._key(path, latest), latest)
             if checkpoint is None:
                 return None
-            found = line_since(blamer.repo, checkpoint, at, path, line, self._cached_at)
+            found = line_since(blamer.repo, checkpoint, at, path, line)
         except Unsupported as exc:
             log.debug("blame of %s at %s by git: %s", path, at.short(), exc)
             return None
         except GitError as exc:
-            log.debug("incremental blame of %s at %s failed: %s", path, at.short(), exc)
+            log.debug("blame of %s at %s since the kept one failed: %s", path, at.short(), exc)
             return None
-        if found is None:
-            return None
-        last, blame = found
-        return last, blame.origin(line), checkpoint
+        return None if found is None else (found, checkpoint)
 
     def complete_later(self, path: str, last: CommitSha, checkpoint: Blame) -> None:
         """The whole-file blame at ``last`` from ``checkpoint``, in the background (cached and
