@@ -1,10 +1,11 @@
 """The benchmark corpus, generated deterministically from a seed.
 
-* A git repository built with ``git fast-import``: an initial commit of ``files`` modules of
-  ``file_lines`` lines and one big file of ``big_lines`` lines, then ``commits`` commits by
-  several authors. ``big_commits`` of them edit lines of the big file (which is renamed half
-  way), the others edit lines of the modules. Every commit records which lines (in its own
-  version of the file) it changed, so memories can be anchored where blame will find them.
+* A git repository built with ``git fast-import`` (then repacked, as git advises after an
+  import): an initial commit of ``files`` modules of ``file_lines`` lines and one big file of
+  ``big_lines`` lines, then ``commits`` commits by several authors. ``big_commits`` of them
+  edit lines of the big file (which is renamed half way), the others edit lines of the
+  modules. Every commit records which lines (in its own version of the file) it changed, so
+  memories can be anchored where blame will find them.
 * A store: L2, L1 and L0 nodes with edges and anchors over those commits, loaded with COPY.
   A tenth of the L0 nodes are anchored at lines their commit changed (found by blame from a
   hover); the rest at other lines of files their commit touched (they fill the index).
@@ -222,6 +223,7 @@ def build_repo(root: Path, size: Size, seed: int = 7) -> list[CommitRecord]:
     out.close()
     if proc.wait() != 0:
         raise RuntimeError("git fast-import failed")
+    repack(root)
     subprocess.run(["git", "-C", str(root), "checkout", "-q", "main"], check=True)
     shas = subprocess.run(
         ["git", "-C", str(root), "rev-list", "--reverse", "main"],
@@ -231,6 +233,18 @@ def build_repo(root: Path, size: Size, seed: int = 7) -> list[CommitRecord]:
     for rec, sha in zip(records, shas, strict=True):
         rec.sha = sha
     return records
+
+
+def repack(root: Path) -> None:
+    """Repack the objects as git's fast-import documentation advises after an import.
+
+    fast-import deltifies each blob against the blob written just before it, whatever its
+    path: on this corpus a 47-line change to the big file became a 245 KB delta, 50 deep, and
+    reading one old version of that file cost 45 ms, where a clone of a real repository
+    (deltas chosen by ``pack-objects``) reads it in well under one. Every git floor and every
+    figure that reads history is measured on the repacked objects.
+    """
+    subprocess.run(["git", "-C", str(root), "repack", "-a", "-d", "-f", "-q"], check=True)
 
 
 def _enc(value: str) -> bytes:
