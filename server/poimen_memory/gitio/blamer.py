@@ -229,11 +229,20 @@ class Blamer:
         return self.repo.blame(path, last, on_entry=on_entry), "git"
 
     def origin(
-        self, path: str, line: int, rev: CommitSha | None = None, *, warm: bool = False
+        self,
+        path: str,
+        line: int,
+        rev: CommitSha | None = None,
+        *,
+        warm: bool = False,
+        proposed: Callable[[BlameLine], None] | None = None,
     ) -> BlameLine | None:
         """The origin of one line: from the cached blame (one row of the persistent cache
         after a restart), else ``git blame -L n,n`` at ``rev`` (its answer remembered).
-        ``warm`` then starts the whole-file blame in the background."""
+        ``warm`` then starts the whole-file blame in the background. ``proposed`` hears an
+        origin read before it is checked (a shared row's line, which this repository then
+        vouches for): work that depends on that origin alone may start meanwhile; only the
+        origin returned is the answer."""
         at = self.repo.head() if rev is None else rev
         asked = (path, at, line, self.repo.blame_fingerprint())
         with self._lock:  # a line blamed before (in memory: looked at first)
@@ -279,7 +288,7 @@ class Blamer:
                 last = recent[0]
                 self._remember_last(path, at, last)
             if last is not None:
-                one = self._reuse.shared_line(path, last, line)
+                one = self._reuse.shared_line(path, last, line, proposed)
                 if one is not None:
                     return one[0]
                 before = recent[1:] if recent and recent[0] == last else None

@@ -188,11 +188,18 @@ class BlameReuse:
             return
         shared.put(encode(blame, fingerprint, blob))
 
-    def shared_line(self, path: str, last: CommitSha, line: int) -> tuple[BlameLine | None] | None:
+    def shared_line(
+        self,
+        path: str,
+        last: CommitSha,
+        line: int,
+        proposed: Callable[[BlameLine], None] | None = None,
+    ) -> tuple[BlameLine | None] | None:
         """One line from the shared row for (path, last), checked as far as it needs (this
         repository has the commit and the very blob, the line's own commit, and the line's
         text there at the line it names, and that commit changed that file); the whole row is
-        then checked and cached in the background. None: no usable row."""
+        then checked and cached in the background. None: no usable row. ``proposed`` hears
+        the row's line before those checks (not an answer until they pass)."""
         blamer = self._blamer
         row = self._shared_row(path, last)
         if row is None:
@@ -205,6 +212,8 @@ class BlameReuse:
         found = line_of(row, line)
         if isinstance(found, bool):
             return None
+        if found is not None and proposed is not None:
+            proposed(found)
         try:
             if found is not None:
                 if not blamer.repo.has_commits([found.commit]):

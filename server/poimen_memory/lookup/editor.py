@@ -5,7 +5,8 @@ answered from the caches while HEAD stays."""
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId
@@ -22,6 +23,13 @@ from poimen_memory.store.connector import StoreRejected
 __all__ = ["EditorLookups"]
 
 log = logging.getLogger(__name__)
+
+_HoverKey = tuple[ProjectId, RepoId, CommitSha, str, int, int]
+"""What a hover's answer is remembered by: project, repository, origin, history."""
+
+
+def _hover_key(scope: ProjectId, repo_id: RepoId, origin: BlameLine, history: int) -> _HoverKey:
+    return (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line, history)
 
 
 class EditorLookups:
@@ -72,7 +80,9 @@ class EditorLookups:
         speculative = None
         if facts is not None and known is None and facts.within(max_bytes, max_lines):
             may_wait()
-            speculative = self._pool.submit(blamer.origin, rel, line, head)
+            # (Answered only if the buffer is HEAD's text: then its line is HEAD's line.)
+            proposed, early = self._early(blamer, repo_id, rel, head, line, line, scope, history)
+            speculative = self._pool.submit(blamer.origin, rel, line, head, proposed=proposed)
         if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
             if speculative is not None:
                 speculative.cancel()
@@ -84,7 +94,9 @@ class EditorLookups:
                     origin = speculative.result()
                 except GitError:
                     return None
-                return self._answer(blamer, repo_id, rel, head, line, line, scope, origin, history)
+                return self._answer(
+                    blamer, repo_id, rel, head, line, line, scope, origin, history, early
+                )
             try:
                 mapping = self._buffer_to_head(blamer, rel, head, buffer_text)
             except GitError:
@@ -93,11 +105,14 @@ class EditorLookups:
                 head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
         if head_line is None:
             return None
+        proposed, early = self._early(blamer, repo_id, rel, head, line, head_line, scope, history)
         try:
-            origin = blamer.origin(rel, head_line, head, warm=True)
+            origin = blamer.origin(rel, head_line, head, warm=True, proposed=proposed)
         except GitError:
             return None
-        return self._answer(blamer, repo_id, rel, head, line, head_line, scope, origin, history)
+        return self._answer(
+            blamer, repo_id, rel, head, line, head_line, scope, origin, history, early
+        )
 
     def document(self, req: DocumentRequest) -> DocumentMemories | None:
         """Every memory of a file by buffer line (1-based): one blame and one store query per
@@ -224,6 +239,36 @@ class EditorLookups:
         assert found is not None  # computed facts are never None
         return found
 
+    def _early(
+        self,
+        blamer: Blamer,
+        repo_id: RepoId,
+        rel: str,
+        head: CommitSha,
+        line: int,
+        head_line: int,
+        scope: ProjectId,
+        history: int,
+    ) -> tuple[Callable[[BlameLine], None], dict[_HoverKey, Future[LookupResult | None]]]:
+        """A listener for an origin proposed before it is checked, and what it started: the
+        answer at that origin, looked up while the origin is checked (the memories at an
+        origin do not depend on how a line was mapped there, so the one kept for an origin
+        that fails its check is never shown for this line)."""
+        started: dict[_HoverKey, Future[LookupResult | None]] = {}
+
+        def proposed(origin: BlameLine) -> None:
+            key = _hover_key(scope, repo_id, origin, history)
+            if key in started or self._core.hovers.get(key) is not None:
+                return
+            where = FileAt(scope, repo_id, blamer, rel, head)
+            started[key] = self._pool.submit(
+                self._core.hovers.get_or_compute,
+                key,
+                lambda: self._located.at_origin(where, origin, line, head_line, history),
+            )
+
+        return proposed, started
+
     def _answer(
         self,
         blamer: Blamer,
@@ -235,19 +280,26 @@ class EditorLookups:
         scope: ProjectId,
         origin: BlameLine | None,
         history: int = 0,
+        early: dict[_HoverKey, Future[LookupResult | None]] | None = None,
     ) -> LookupResult | None:
         """The answer of a hover for project ``scope`` from the line's blame origin,
-        remembered per origin (and ``history``); None when it has no memories. The whole
-        file's blame, for the next hovers, is started once the answer is known: reading it in
-        holds the interpreter, and this answer should not wait for that."""
+        remembered per origin (and ``history``); None when it has no memories. ``early``:
+        answers started for origins proposed before they were checked (one is waited for
+        if it is this origin's). The whole file's blame, for the next hovers, is started once
+        the answer is known: reading it in holds the interpreter, and this answer should not
+        wait for that."""
         result = None
         if origin is not None:
-            key = (scope, repo_id, origin.commit, origin.orig_path, origin.orig_line, history)
-            result = self._core.hovers.get_or_compute(
-                key,
-                lambda: self._located.at_origin(
-                    FileAt(scope, repo_id, blamer, rel, head), origin, line, head_line, history
-                ),
-            )
+            key = _hover_key(scope, repo_id, origin, history)
+            pending = None if early is None else early.get(key)
+            if pending is not None:
+                result = pending.result()
+            else:
+                result = self._core.hovers.get_or_compute(
+                    key,
+                    lambda: self._located.at_origin(
+                        FileAt(scope, repo_id, blamer, rel, head), origin, line, head_line, history
+                    ),
+                )
         blamer.warm(rel, head)
         return result if result is not None and result.memories else None
