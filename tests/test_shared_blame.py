@@ -14,12 +14,16 @@ import pytest
 from poimen_memory.domain import CommitSha, ProjectId, RepoId
 from poimen_memory.gitio import Blame, GitError, GitRepo
 from poimen_memory.gitio.blame import differences
-from poimen_memory.lookup import Checkouts, new_checkouts
+from poimen_memory.gitio.shared import encode
+from poimen_memory.lookup import Checkouts, HoverRequest, build_service, new_checkouts
 from poimen_memory.lookup.shared_blames import SharedBlameGate, StoreSharedBlames
 from poimen_memory.store import Store
 
 from .conftest import create_database, drop_database
-from .gitrepo import BOB, FixtureRepo, clone, kong_repo
+from .gitrepo import ALICE, BOB, FixtureRepo, clone, kong_repo
+from .scenes import APP, Scene, at, base, insert, memory, put
+
+LEASES = "Leases are pinned to the tenant's region."
 
 FILE = "src/kong/buffer.rs"
 
@@ -336,3 +340,40 @@ def test_a_file_no_one_has_blamed_is_blamed_without_walking_its_history(
     blamer_b.repo.runner.git = str(shim)
     assert blamer_b.origin(rel_b, 3) is not None
     assert walks() != []  # a blame of the file is known: worth a walk
+
+
+def test_a_shared_row_s_line_the_repository_does_not_vouch_for_never_shows_its_memories(
+    scene: Scene,
+) -> None:
+    """A row that maps a line onto another commit's line holding a memory: the hover looks
+    that memory up while the line is checked (to answer sooner), yet shows the line's own
+    origin's memories, never the row's."""
+    repo = scene.repo
+    put(repo, APP, base("q"))
+    initial = repo.commit("initial", "Initial app", BOB)
+    insert(repo, APP, 4, ["    let lease = pool.lease(tenant)?;", "    lease.pin(region);"])
+    leased = repo.commit("A", "Lease per tenant", ALICE)
+    scene.ingest([memory(LEASES, at(APP, 5, 6))])
+    git = GitRepo.discover(repo.root)
+    head = git.head()
+    truth = git.blame(APP, head)
+    one = truth.origin(1)
+    assert one is not None
+    assert one.commit.value == initial
+    row = encode(truth, git.shared_blame_fingerprint(), git.blob_id(head, APP) or "")
+    first = row.runs[0]
+    assert first[0] == initial
+    assert first[3] > 1
+    forged = replace(
+        row, runs=((leased, APP, 5, 1), (first[0], first[1], first[2] + 1, first[3] - 1),
+                   *row.runs[1:]),
+    )  # fmt: skip
+    scene.store.put_blame(scene.project, git.identity(), forged)
+    service = build_service(
+        scene.store, [repo.root], scene.project, cache_path=scene.tmp / "fresh-cache.db"
+    )
+    found = service.hover(HoverRequest(file=str(repo.root / APP), line=1))
+    assert found is None or LEASES not in {m.node.text for m in found.memories}
+    shown = service.hover(HoverRequest(file=str(repo.root / APP), line=5))
+    assert shown is not None
+    assert {m.node.text for m in shown.memories} == {LEASES}
