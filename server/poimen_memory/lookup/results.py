@@ -242,7 +242,8 @@ class DocumentMemories:
     @property
     def total(self) -> int:
         """Distinct L0 memories in the file."""
-        return len({m.sha for ms in self.by_line.values() for m in ms})
+        distinct = {id(ms): ms for ms in self.by_line.values()}  # lines often share a tuple
+        return len({m.sha.value for ms in distinct.values() for m in ms})
 
 
 def citation_of(e: Evidence) -> Citation:

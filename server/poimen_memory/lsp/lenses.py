@@ -3,14 +3,14 @@ memories, and one at the top with the file's total; clicking one runs mem.showMe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from poimen_memory.domain import Sha256Hash
+from poimen_memory.domain import CommitInfo
 from poimen_memory.lookup import DocumentMemories, DocumentRequest, LineMemory
 from poimen_memory.lsp import commands
 from poimen_memory.lsp.documents import Document, give_back_memory, open_document
@@ -35,44 +35,59 @@ class DocLenses:
     sent: JsonText | None = None
 
 
-def _blocks(doc: DocumentMemories) -> list[tuple[int, int, tuple[LineMemory, ...]]]:
-    """Runs of consecutive lines with memories, at most _BLOCK_LINES long:
-    (first, last, the memories of those lines, each once)."""
+def _blocks(doc: DocumentMemories) -> tuple[list[tuple[int, int, tuple[LineMemory, ...]]], int]:
+    """Runs of consecutive lines with memories, at most _BLOCK_LINES long: (first, last, the
+    memories of those lines, each once); and how many distinct memories the file has."""
     out: list[tuple[int, int, tuple[LineMemory, ...]]] = []
-    current: dict[Sha256Hash, LineMemory] = {}
+    every: set[str] = set()
+    current: dict[str, LineMemory] = {}
     first = last = 0
+    merged: tuple[LineMemory, ...] | None = None  # the memories last merged into ``current``
     for line in sorted(doc.by_line):
         if current and (line != last + 1 or line - first >= _BLOCK_LINES):
             out.append((first, last, tuple(current.values())))
+            every.update(current)
             current = {}
+            merged = None
         if not current:
             first = line
         last = line
-        for m in doc.by_line[line]:
-            current.setdefault(m.sha, m)
+        memories = doc.by_line[line]
+        if memories is merged:
+            continue  # the lines of one stored block share one tuple: merged once
+        merged = memories
+        keep = current.setdefault
+        for m in memories:
+            keep(m.sha.value, m)
     if current:
         out.append((first, last, tuple(current.values())))
-    return out
+        every.update(current)
+    return out, len(every)
 
 
 def _count(n: int) -> str:
     return f"{n} memor{'y' if n == 1 else 'ies'}"
 
 
-def _lens_title(memories: Iterable[LineMemory]) -> str:
-    """``2 memories · Alice, Bob · Increase buffer``: newest first, first names."""
-    newest_first = sorted(memories, key=lambda m: m.citation.commit.author_date, reverse=True)
-    parts = [_count(len(dict.fromkeys(m.sha for m in newest_first)))]
-    authors: list[str] = []
-    for m in newest_first:
+def _lens_title(memories: Sequence[LineMemory]) -> str:
+    """``2 memories · Alice, Bob · Increase buffer``: newest first, first names; ``memories``
+    each once (as ``_blocks`` gives them)."""
+    commits: dict[str, CommitInfo] = {}  # each commit once, in the memories' order
+    for m in memories:
         commit = m.citation.commit
+        commits.setdefault(commit.sha.value, commit)
+    # (A stable sort: commits of one date keep the order of their first memories.)
+    newest_first = sorted(commits.values(), key=lambda c: c.author_date, reverse=True)
+    parts = [_count(len(memories))]
+    authors: list[str] = []
+    for commit in newest_first:
         name = commit.author_name.split(" ")[0] or commit.author_email
         if name not in authors:
             authors.append(name)
     if authors:
         parts.append(", ".join(authors[:2]) + (f" +{len(authors) - 2}" if len(authors) > 2 else ""))
     if newest_first:
-        summary = newest_first[0].citation.commit.summary
+        summary = newest_first[0].summary
         short = len(summary) <= _TITLE_LENGTH
         parts.append(summary if short else summary[: _TITLE_LENGTH - 1] + "…")
     return " · ".join(parts)
@@ -90,9 +105,10 @@ def _lens(line: int, title: str, argument: dict[str, object]) -> types.CodeLens:
 def build_lenses(uri: str, doc: DocumentMemories, file_summary: bool) -> list[types.CodeLens]:
     """One lens above each block of lines with memories, and one at the top with the total."""
     lenses = []
-    if file_summary and doc.by_line:
-        lenses.append(_lens(0, f"{_count(doc.total)} in this file", {"uri": uri}))
-    for first, last, memories in _blocks(doc):
+    blocks, total = _blocks(doc)
+    if file_summary and blocks:
+        lenses.append(_lens(0, f"{_count(total)} in this file", {"uri": uri}))
+    for first, last, memories in blocks:
         lenses.append(_lens(first - 1, _lens_title(memories), {"uri": uri, "lines": [first, last]}))
     return lenses
 
