@@ -81,7 +81,8 @@ class EditorLookups:
         if facts is not None and known is None and facts.within(max_bytes, max_lines):
             may_wait()
             # (Answered only if the buffer is HEAD's text: then its line is HEAD's line.)
-            proposed, early = self._early(blamer, repo_id, rel, head, line, line, scope, history)
+            where = FileAt(scope, repo_id, blamer, rel, head)
+            proposed, early = self._early(where, line, line, history)
             speculative = self._pool.submit(blamer.origin, rel, line, head, proposed=proposed)
         if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
             if speculative is not None:
@@ -105,7 +106,8 @@ class EditorLookups:
                 head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
         if head_line is None:
             return None
-        proposed, early = self._early(blamer, repo_id, rel, head, line, head_line, scope, history)
+        where = FileAt(scope, repo_id, blamer, rel, head)
+        proposed, early = self._early(where, line, head_line, history)
         try:
             origin = blamer.origin(rel, head_line, head, warm=True, proposed=proposed)
         except GitError:
@@ -240,15 +242,7 @@ class EditorLookups:
         return found
 
     def _early(
-        self,
-        blamer: Blamer,
-        repo_id: RepoId,
-        rel: str,
-        head: CommitSha,
-        line: int,
-        head_line: int,
-        scope: ProjectId,
-        history: int,
+        self, where: FileAt, line: int, head_line: int, history: int
     ) -> tuple[Callable[[BlameLine], None], dict[_HoverKey, Future[LookupResult | None]]]:
         """A listener for an origin proposed before it is checked, and what it started: the
         answer at that origin, looked up while the origin is checked (the memories at an
@@ -257,10 +251,9 @@ class EditorLookups:
         started: dict[_HoverKey, Future[LookupResult | None]] = {}
 
         def proposed(origin: BlameLine) -> None:
-            key = _hover_key(scope, repo_id, origin, history)
+            key = _hover_key(where.project, where.repo_id, origin, history)
             if key in started or self._core.hovers.get(key) is not None:
                 return
-            where = FileAt(scope, repo_id, blamer, rel, head)
             started[key] = self._pool.submit(
                 self._core.hovers.get_or_compute,
                 key,
