@@ -377,3 +377,7 @@ def test_a_shared_row_s_line_the_repository_does_not_vouch_for_never_shows_its_m
     shown = service.hover(HoverRequest(file=str(repo.root / APP), line=5))
     assert shown is not None
     assert {m.node.text for m in shown.memories} == {LEASES}
+    # Line 5's origin is where the row put line 1: the lookup made for line 1 while the row
+    # was checked is not remembered as that origin's answer (it says line 1, and a memory
+    # found there by its text would be line 1's text).
+    assert {m.lines for m in shown.memories if m.node.text == LEASES} == {(5,)}

@@ -244,10 +244,12 @@ class EditorLookups:
     def _early(
         self, where: FileAt, line: int, head_line: int, history: int
     ) -> tuple[Callable[[BlameLine], None], dict[_HoverKey, Future[LookupResult | None]]]:
-        """A listener for an origin proposed before it is checked, and what it started: the
-        answer at that origin, looked up while the origin is checked (the memories at an
-        origin do not depend on how a line was mapped there, so the one kept for an origin
-        that fails its check is never shown for this line)."""
+        """A listener for an origin proposed before it is checked, and what it started: this
+        line's answer at that origin, looked up while the origin is checked. It is neither
+        shown nor remembered unless the checked origin is that one: an answer is made for a
+        line (its number, and its text where a rewritten commit is matched), so one made
+        for an origin that failed its check would be wrong for the line that does come from
+        there."""
         started: dict[_HoverKey, Future[LookupResult | None]] = {}
 
         def proposed(origin: BlameLine) -> None:
@@ -255,9 +257,7 @@ class EditorLookups:
             if key in started or self._core.hovers.get(key) is not None:
                 return
             started[key] = self._pool.submit(
-                self._core.hovers.get_or_compute,
-                key,
-                lambda: self._located.at_origin(where, origin, line, head_line, history),
+                self._located.at_origin, where, origin, line, head_line, history
             )
 
         return proposed, started
@@ -286,7 +286,9 @@ class EditorLookups:
             key = _hover_key(scope, repo_id, origin, history)
             pending = None if early is None else early.get(key)
             if pending is not None:
-                result = pending.result()
+                result = pending.result()  # made for this line at its checked origin
+                if result is not None:
+                    self._core.hovers.put(key, result)
             else:
                 result = self._core.hovers.get_or_compute(
                     key,
