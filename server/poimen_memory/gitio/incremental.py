@@ -154,11 +154,9 @@ def line_since(
     depend on which lines travel with it). None when git stops elsewhere (a commit the
     checkpoint's history holds, reached through another side of a merge). Unsupported where
     the answer could differ from git's; a line past the end is git's UnsafeArgument."""
-    reason = "the checkpoint is not a whole-file blame of this path"
-    if checkpoint.complete and checkpoint.path == path:
-        reason = supported(repo) or ("" if repo.blames_by_diff() else "ignore-revs are in force")
-    if reason:
-        raise Unsupported(reason)
+    _check_exact_from(repo, checkpoint, path)
+    if not repo.blames_by_diff():
+        raise Unsupported("ignore-revs are in force")
     if head == checkpoint.rev:
         # (``^C C`` leaves git nothing to blame but the work tree's file.)
         return checkpoint.origin(line)
@@ -182,12 +180,18 @@ def _walk_from(
     known: Callable[[CommitSha, str], Blame | None] | None,
 ) -> _Walk:
     """A walk from ``checkpoint``, or Unsupported where its answer could differ from git's."""
+    _check_exact_from(repo, checkpoint, path)
+    return _Walk(repo, checkpoint, known)
+
+
+def _check_exact_from(repo: GitRepo, checkpoint: Blame, path: str) -> None:
+    """Unsupported unless ``checkpoint`` is a whole-file blame of ``path`` and ``repo`` is
+    one where an answer continued from it can be git's (``supported``)."""
     if not checkpoint.complete or checkpoint.path != path:
         raise Unsupported("the checkpoint is not a whole-file blame of this path")
     reason = supported(repo)
     if reason is not None:
         raise Unsupported(reason)
-    return _Walk(repo, checkpoint, known)
 
 
 def _line_from(walk: _Walk, repo: GitRepo, path: str, target: CommitSha, line: int) -> Blame:

@@ -73,6 +73,7 @@ class EditorLookups:
         repo_id, blamer, rel, head, facts = opened
         self._core.settle_pending(project, repo_id, blamer, rel, head)
         scope = project or self._core.project_for_repo(repo_id)
+        where = FileAt(scope, repo_id, blamer, rel, head)
         if not history and self._core.quiet(scope, repo_id, blamer, rel, head):
             return None  # no memory of the project can be on this file: no blame
         known = blamer.text_sha(rel, head)
@@ -81,7 +82,6 @@ class EditorLookups:
         if facts is not None and known is None and facts.within(max_bytes, max_lines):
             may_wait()
             # (Answered only if the buffer is HEAD's text: then its line is HEAD's line.)
-            where = FileAt(scope, repo_id, blamer, rel, head)
             proposed, early = self._early(where, line, line, history)
             speculative = self._pool.submit(blamer.origin, rel, line, head, proposed=proposed)
         if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
@@ -95,9 +95,7 @@ class EditorLookups:
                     origin = speculative.result()
                 except GitError:
                     return None
-                return self._answer(
-                    blamer, repo_id, rel, head, line, line, scope, origin, history, early
-                )
+                return self._answer(where, line, line, origin, history, early)
             try:
                 mapping = self._buffer_to_head(blamer, rel, head, buffer_text)
             except GitError:
@@ -106,15 +104,12 @@ class EditorLookups:
                 head_line = mapping[line - 1] if 1 <= line <= len(mapping) else None
         if head_line is None:
             return None
-        where = FileAt(scope, repo_id, blamer, rel, head)
         proposed, early = self._early(where, line, head_line, history)
         try:
             origin = blamer.origin(rel, head_line, head, warm=True, proposed=proposed)
         except GitError:
             return None
-        return self._answer(
-            blamer, repo_id, rel, head, line, head_line, scope, origin, history, early
-        )
+        return self._answer(where, line, head_line, origin, history, early)
 
     def document(self, req: DocumentRequest) -> DocumentMemories | None:
         """Every memory of a file by buffer line (1-based): one blame and one store query per
@@ -264,18 +259,14 @@ class EditorLookups:
 
     def _answer(
         self,
-        blamer: Blamer,
-        repo_id: RepoId,
-        rel: str,
-        head: CommitSha,
+        where: FileAt,
         line: int,
         head_line: int,
-        scope: ProjectId,
         origin: BlameLine | None,
         history: int = 0,
         early: dict[_HoverKey, Future[LookupResult | None]] | None = None,
     ) -> LookupResult | None:
-        """The answer of a hover for project ``scope`` from the line's blame origin,
+        """The answer of a hover of ``where`` (its project's) from the line's blame origin,
         remembered per origin (and ``history``); None when it has no memories. ``early``:
         answers started for origins proposed before they were checked (one is waited for
         if it is this origin's). The whole file's blame, for the next hovers, is started once
@@ -283,7 +274,7 @@ class EditorLookups:
         wait for that."""
         result = None
         if origin is not None:
-            key = _hover_key(scope, repo_id, origin, history)
+            key = _hover_key(where.project, where.repo_id, origin, history)
             pending = None if early is None else early.get(key)
             if pending is not None:
                 result = pending.result()  # made for this line at its checked origin
@@ -291,10 +282,7 @@ class EditorLookups:
                     self._core.hovers.put(key, result)
             else:
                 result = self._core.hovers.get_or_compute(
-                    key,
-                    lambda: self._located.at_origin(
-                        FileAt(scope, repo_id, blamer, rel, head), origin, line, head_line, history
-                    ),
+                    key, lambda: self._located.at_origin(where, origin, line, head_line, history)
                 )
-        blamer.warm(rel, head)
+        where.blamer.warm(where.file, where.rev)
         return result if result is not None and result.memories else None
