@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import select
 import signal
 import subprocess
 import sys
@@ -105,8 +104,7 @@ def test_ingest_killed_mid_run_leaves_no_partial_batch(faults: Faults) -> None:
         seen = 0
         deadline = time.monotonic() + 60
         while seen < 2 and time.monotonic() < deadline:  # two batches committed, then kill
-            if select.select([listener.fileno()], [], [], 0.5)[0]:
-                seen += len(list(listener.notifies(timeout=0.1)))
+            seen += len(list(listener.notifies(timeout=0.5, stop_after=2 - seen)))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert seen >= 2
