@@ -517,3 +517,30 @@ def test_incremental_blame_of_a_binary_file_is_refused(kong: FixtureRepo) -> Non
     repo = GitRepo.discover(kong.root)
     with pytest.raises(BinaryFile):
         repo.blame("logo.bin", repo.head(), on_entry=lambda e: None)
+
+
+def test_a_file_s_id_through_its_trees_is_git_s_blob_id(tmp_path: Path) -> None:
+    """file_id walks the commit's trees on the contents process; it must name what git's own
+    lookup of ``rev:path`` names, for every path and commit, and nothing for what is not a
+    file (a directory, a submodule, a missing path)."""
+    repo_dir = FixtureRepo.create(tmp_path / "r")
+    repo_dir.write("top.txt", "one\n")
+    repo_dir.write("a/b/deep.rs", "fn x() {}\n")
+    repo_dir.write("a/b c/spaced name.txt", "s\n")
+    repo_dir.commit("c1", "first", ALICE)
+    repo_dir.write("a/b/deep.rs", "fn y() {}\n")
+    os.symlink("top.txt", repo_dir.root / "link")
+    repo_dir.git("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},mod")
+    repo_dir.commit("c2", "second", BOB)
+    repo = GitRepo.discover(repo_dir.root)
+    paths = ["top.txt", "a/b/deep.rs", "a/b c/spaced name.txt", "link", "mod", "a", "a/b",
+             "missing", "a/missing.rs", "top.txt/x"]  # fmt: skip
+    for rev in (repo_dir.commits["c1"], repo_dir.commits["c2"]):
+        for path in paths:
+            assert repo.file_id(CommitSha(rev), path) == repo.blob_id(CommitSha(rev), path), (
+                rev,
+                path,
+            )
+    assert repo.file_id(CommitSha(repo_dir.commits["c2"]), "link") is not None
+    assert repo.file_id(CommitSha(repo_dir.commits["c2"]), "mod") is None
+    assert repo.file_id("0" * 40, "top.txt") is None

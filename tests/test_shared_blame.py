@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from poimen_memory.domain import CommitSha, ProjectId, RepoId
+from poimen_memory.domain import CommitSha, ProjectId, RepoId, SharedBlame, SharedBlameLine
 from poimen_memory.gitio import Blame, GitError, GitRepo
 from poimen_memory.gitio.blame import differences
 from poimen_memory.gitio.shared import encode
@@ -44,6 +44,20 @@ def no_git_blame(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("git blame ran")
 
     monkeypatch.setattr(repo, "blame", refuse)
+
+
+def _parts(row: SharedBlame, blob: str, line: int) -> list[SharedBlameLine]:
+    """What the store's blame_line gives for ``row`` (the query written plainly): the last
+    run starting at or before ``line``, for a row of the blob asked for."""
+    if row.blob_id != blob:
+        return []
+    at, found = 1, SharedBlameLine(row.commit, row.line_count, None, None)
+    for run in row.runs:
+        if at > line:
+            break
+        found = SharedBlameLine(row.commit, row.line_count, run, at)
+        at += run[3]
+    return [found]
 
 
 def test_a_teammates_first_blame_comes_from_the_shared_cache(
@@ -144,6 +158,7 @@ def test_a_row_the_readers_repository_does_not_vouch_for_is_not_used(
         # The store refuses such a row; a reader given one anyway refuses it too.
         blamer_b.shared = type("Fake", (), {
             "get": lambda self, *a: row, "commits_with": lambda self, *a: set(),
+            "line": lambda self, path, fp, blob, n: _parts(row, blob, n),
             "has_path": lambda self, *a: True, "put": lambda self, r: None})()  # fmt: skip
     else:
         blamer_b.shared = StoreSharedBlames(SharedBlameGate(store), lambda: project, shared.repo)
@@ -280,6 +295,43 @@ def test_a_teammates_first_hover_reads_one_line_of_the_shared_row(
     assert blamer_b.sources["shared"] >= 1  # the whole row, checked, reached the cache
 
 
+def test_a_teammates_first_hover_reads_only_its_line_s_run_before_answering(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The first hover in a fresh clone reads one run of the shared row (by the file's blob)
+    and answers from it once vouched for; the whole row is read only afterwards, in the
+    background, and then serves the next lines."""
+    mine = clone(str(origin.root), tmp_path / "mine")
+    a = checkouts_for(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / FILE)
+    blamer_a.blame_file(rel)
+    a.flush()
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    b = checkouts_for(tmp_path, "b", store, project)
+    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
+    truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
+    no_git_blame(blamer_b.repo, monkeypatch)
+    shared = blamer_b.shared
+    assert shared is not None
+    calls: list[str] = []
+    for name in ("get", "line"):
+        real = getattr(shared, name)
+        monkeypatch.setattr(
+            shared, name, lambda *a, _real=real, _name=name: (calls.append(_name), _real(*a))[1]
+        )
+    line = len(truth.lines) // 2
+    assert blamer_b.origin(rel_b, line) == truth.origin(line)
+    assert calls == ["line"]
+    deadline = time.monotonic() + 10
+    while blamer_b.sources["shared"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls == ["line", "get"]  # the whole row, checked behind the answer
+    assert blamer_b.sources["shared"] == 1
+    assert blamer_b.origin(rel_b, 1) == truth.origin(1)
+    assert calls == ["line", "get"]
+
+
 def test_a_hover_line_whose_commit_this_clone_lacks_is_blamed_by_git(
     tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId
 ) -> None:
@@ -301,6 +353,7 @@ def test_a_hover_line_whose_commit_this_clone_lacks_is_blamed_by_git(
     _, blamer_b, rel_b = b.locate(theirs.root / FILE)
     blamer_b.shared = type("Fake", (), {
         "get": lambda self, *a: forged, "commits_with": lambda self, *a: set(),
+        "line": lambda self, path, fp, blob, n: _parts(forged, blob, n),
         "has_path": lambda self, *a: True, "put": lambda self, r: None})()  # fmt: skip
     truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
     assert blamer_b.origin(rel_b, 1) == truth.origin(1)

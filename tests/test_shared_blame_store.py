@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from poimen_memory.cli import main
-from poimen_memory.domain import ContentError, ProjectId, RepoId
+from poimen_memory.domain import ContentError, ProjectId, RepoId, SharedBlameLine
 from poimen_memory.store import SharedBlame, Store, migrate
 from poimen_memory.store import migrations as migrate_module
 from poimen_memory.store.blames import MAX_BLAME_RUNS, MAX_BLAMES, check_blame
@@ -558,3 +558,102 @@ def test_0005_applies_on_top_of_a_0004_store(
     finally:
         drop_database(old_name)
         drop_database(new_name)
+
+
+# --- one line of a blame -------------------------------------------------------------------
+
+
+def _part(stored: SharedBlame, line: int) -> SharedBlameLine:
+    """blame_line's answer written plainly: the last run starting at or before ``line``."""
+    at, found = 1, SharedBlameLine(stored.commit, stored.line_count, None, None)
+    for run in stored.runs:
+        if at > line:
+            break
+        found = SharedBlameLine(stored.commit, stored.line_count, run, at)
+        at += run[3]
+    return found
+
+
+def test_one_line_of_a_blame_is_its_run(store: Store, project: ProjectId) -> None:
+    stored = blame()
+    store.put_blame(project, REPO, stored)
+    for line in range(1, stored.line_count + 3):  # past the end: the last run, and the count
+        assert store.blame_line(project, REPO, stored.path, FP, BLOB, line) == [
+            _part(stored, line)
+        ], line
+    # Line 5 is the first of the second run: from line 17 of the old name.
+    (found,) = store.blame_line(project, REPO, stored.path, FP, BLOB, 5)
+    assert (found.run, found.run_start) == ((C2, "src/old_name.rs", 17, 3), 5)
+
+
+def test_one_line_is_read_only_from_blames_of_that_blob_setting_repository_and_project(
+    store: Store, project: ProjectId
+) -> None:
+    stored = blame()
+    store.put_blame(project, REPO, stored)
+    assert store.blame_line(project, REPO, stored.path, FP, "c" * 40, 1) == []
+    assert store.blame_line(project, REPO, stored.path, OTHER_FP, BLOB, 1) == []
+    assert store.blame_line(project, OTHER_REPO, stored.path, FP, BLOB, 1) == []
+    assert store.blame_line(project, REPO, "src/other.rs", FP, BLOB, 1) == []
+    assert (
+        store.blame_line(ProjectId(project.value + "-other"), REPO, stored.path, FP, BLOB, 1) == []
+    )
+    # Two commits whose file is the same blob: both rows, each with its own commit.
+    store.put_blame(project, REPO, dataclasses.replace(stored, commit=C3))
+    found = store.blame_line(project, REPO, stored.path, FP, BLOB, 9)
+    assert sorted(f.commit for f in found) == sorted([HEAD, C3])
+    assert {(f.run, f.run_start) for f in found} == {((C3, stored.path, 9, 2), 9)}
+
+
+def test_one_line_refuses_a_bad_argument_naming_it(store: Store, project: ProjectId) -> None:
+    for args, field in (
+        (("../x", FP, BLOB, 1), "path"),
+        (("a.rs", "f" * 31, BLOB, 1), "fingerprint"),
+        (("a.rs", FP, "B" * 40, 1), "blob_id"),
+        (("a.rs", FP, BLOB, 0), "line"),
+    ):
+        with pytest.raises(ContentError, match=field):
+            store.blame_line(project, REPO, *args)
+
+
+def test_0010_gives_stored_runs_the_lines_they_start_at(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shipped = available()
+    assert [m.name for m in shipped][9] == "blame_run_lines"
+    name, dsn = create_database("blame_lines_upgrade")
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(migrate_module, "available", lambda: shipped[:9])
+            with psycopg.connect(dsn) as conn:
+                migrate(conn)
+        stored = blame()
+        with psycopg.connect(dsn) as conn:  # a blame as the store wrote it before 0010
+            (file_id,) = conn.execute(
+                "INSERT INTO blame_file (project, repo, path, commit_sha, fingerprint, blob_id,"
+                " line_count, run_count, commits, est_bytes) VALUES ('p', %s, %s, %s, %s, %s,"
+                " %s, %s, '[]', 0) RETURNING id",
+                (
+                    REPO.value,
+                    stored.path,
+                    stored.commit,
+                    FP,
+                    BLOB,
+                    stored.line_count,
+                    len(stored.runs),
+                ),
+            ).fetchone()
+            for seq, (sha, path, start, length) in enumerate(stored.runs):
+                conn.execute(
+                    "INSERT INTO blame_run (project, file_id, seq, orig_commit, orig_path,"
+                    " orig_start, length) VALUES ('p', %s, %s, %s, %s, %s, %s)",
+                    (file_id, seq, sha, path, start, length),
+                )
+        with psycopg.connect(dsn) as conn:
+            assert [x.name for x in migrate(conn)] == ["blame_run_lines"]
+            starts = conn.execute(
+                "SELECT line_start FROM blame_run WHERE file_id = %s ORDER BY seq", (file_id,)
+            ).fetchall()
+        assert [s for (s,) in starts] == [1, 5, 8, 9]
+    finally:
+        drop_database(name)

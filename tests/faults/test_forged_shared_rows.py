@@ -52,12 +52,14 @@ def _forge(
         ).fetchone()
         assert file_id is not None
         conn.execute("DELETE FROM blame_run WHERE project = %s AND file_id = %s", (key, file_id[0]))
+        at = 1
         for seq, (sha, path, start, length) in enumerate(runs):
             conn.execute(
-                "INSERT INTO blame_run (project, file_id, seq, orig_commit, orig_path,"
-                " orig_start, length) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (key, file_id[0], seq, sha, path, start, length),
+                "INSERT INTO blame_run (project, file_id, seq, line_start, orig_commit,"
+                " orig_path, orig_start, length) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (key, file_id[0], seq, at, sha, path, start, length),
             )
+            at += length
         conn.execute(
             "UPDATE blame_file SET run_count = %s WHERE project = %s AND id = %s",
             (len(runs), key, file_id[0]),
@@ -235,3 +237,35 @@ def test_a_row_naming_a_commit_that_did_not_change_the_file_is_not_used(
     found, source = blamer_b.blame_known(rel_b)
     assert source != "shared"
     assert differences(found, truth) == []
+
+
+def test_runs_claiming_lines_they_do_not_start_at_are_not_believed(
+    tmp_path: Path, store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    """A run's stored first line (what a hover's one-line read goes by) moved up by one, so
+    that the line before it reads as the run's: no hover takes that mapping, and every line
+    gets git's origin."""
+    origin = FixtureRepo.create(tmp_path / "origin")
+    origin.write("app.py", numbered("# app", 20))
+    origin.commit("base", "Initial", ALICE)
+    origin.set_line("app.py", 5, "retry = 3  # the flaky upstream")
+    origin.commit("five", "Retry upstream", BOB)
+    origin.set_line("app.py", 12, "timeout = 30  # the slow disk")
+    origin.commit("twelve", "Wait for the disk", ALICE)
+    mine = clone(str(origin.root), tmp_path / "mine")
+    a = _checkouts(tmp_path, "a", store, project)
+    _, blamer_a, rel = a.locate(mine.root / "app.py")
+    truth = blamer_a.blame_file(rel)
+    a.flush()
+    with psycopg.connect(store_dsn) as conn:
+        moved = conn.execute(
+            "UPDATE blame_run SET line_start = line_start - 1"
+            " WHERE project = %s AND seq IN (1, 3) RETURNING line_start",
+            (project.value,),
+        ).fetchall()
+    assert sorted(s for (s,) in moved) == [4, 11]
+    theirs = clone(str(origin.root), tmp_path / "theirs")
+    for line in range(1, 21):  # each a first hover, in a clone of its own
+        b = _checkouts(tmp_path, f"b{line}", store, project)
+        _, blamer_b, rel_b = b.locate(theirs.root / "app.py")
+        assert blamer_b.origin(rel_b, line) == truth.origin(line), line

@@ -17,6 +17,7 @@ from poimen_memory.domain.anchors import (
     CommitInfo,
     PendingAnchor,
     SharedBlame,
+    SharedBlameLine,
     pending_line_hash,
 )
 from poimen_memory.domain.checks import ContentError, parse_timestamp
@@ -58,6 +59,7 @@ __all__ = [
     "RunId",
     "Sha256Hash",
     "SharedBlame",
+    "SharedBlameLine",
     "TokenCounter",
     "approx_tokens",
     "check_repo_path",

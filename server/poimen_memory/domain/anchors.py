@@ -161,6 +161,18 @@ class SharedBlame:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedBlameLine:
+    """One line's part of a stored shared blame, as stored (nothing checked): the commit the
+    blame is keyed by, the file's line count, and the last run starting at or before the line
+    with the line it starts at (None: no such run)."""
+
+    commit: str
+    line_count: int
+    run: BlameRunRow | None
+    run_start: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class PendingAnchor:
     """Lines an agent remembered before they were committed: a node waits for them in
     ``file``. They are known by the hash of each line's text (``pending_line_hash``), as

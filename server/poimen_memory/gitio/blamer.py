@@ -57,6 +57,8 @@ class Blamer:
         self._last: LRUCache[_FileAt, CommitSha] = LRUCache(LAST_COMMITS)
         self._texts: LRUCache[_FileAt, bytes] = LRUCache(FILE_TEXTS)
         self._digests: LRUCache[_FileAt, str] = LRUCache(TEXT_DIGESTS)
+        # Files at HEAD being read by one thread, which the others wait for.
+        self._reading: dict[_FileAt, threading.Event] = {}
         # Lines blamed one by one, by (path, rev, line, the blame settings' fingerprint).
         self._lines: LRUCache[tuple[str, CommitSha, int, str], BlameLine | None] = LRUCache(
             LINE_ORIGINS
@@ -254,10 +256,20 @@ class Blamer:
             if found is not False:
                 assert found is None or isinstance(found, BlameLine)
                 return found
+        recent = None
+        if last is None and self.shared is not None and self.latest(path) is None:
+            # A teammate's blame of this very file (its blob at ``at``): the line's run read
+            # alone and vouched for while the commits touching the file are found.
+            may_wait()
+            shared_line, recent = self._reuse.shared_line_at(path, at, line, proposed)
+            if recent:
+                last = recent[0]
+                self._remember_last(path, at, last)
+            if shared_line is not None:
+                return shared_line[0]
         if self._reusable(path):
             # A blame of this file is known somewhere: the line from it (a shared row, or
             # traced through the commits since an earlier blame) costs less than git's.
-            recent = None
             if last is None and self.latest(path) is not None:
                 # HEAD moved since this process kept the file's blame: git blames the line
                 # over the commits since that blame only, while the last commit touching the
@@ -324,17 +336,32 @@ class Blamer:
 
     def head_blob(self, path: str, rev: CommitSha) -> bytes:
         """The file's bytes at ``rev``, remembered: unsaved buffers are diffed against it in
-        process, with no git process per edit."""
-        with self._lock:
-            hit = self._texts.get((path, rev))
-        if hit is not None:
-            return hit
-        data = self.repo.blob(rev, path)
-        text_sha = hashlib.sha256(data).hexdigest()
-        with self._lock:
-            self._texts[(path, rev)] = data
-            self._digests[(path, rev)] = text_sha
-            last = self._last.get((path, rev))
+        process, with no git process per edit. Read once when threads ask at once (the
+        others wait; when that read fails, each tries for itself)."""
+        key = (path, rev)
+        while True:
+            with self._lock:
+                hit = self._texts.get(key)
+                if hit is not None:
+                    return hit
+                reading = self._reading.get(key)
+                mine = reading is None
+                if reading is None:
+                    reading = self._reading[key] = threading.Event()
+            if mine:
+                break
+            reading.wait()
+        try:
+            data = self.repo.blob(rev, path)
+            text_sha = hashlib.sha256(data).hexdigest()
+            with self._lock:
+                self._texts[key] = data
+                self._digests[key] = text_sha
+                last = self._last.get(key)
+        finally:
+            with self._lock:
+                self._reading.pop(key, None)
+            reading.set()
         if last is not None:
             self.cache.put_head_file(self._repo_key(), path, rev, last, text_sha)
         return data

@@ -9,6 +9,7 @@ on stdin.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -26,7 +27,7 @@ from poimen_memory.gitio.runner import failure
 if TYPE_CHECKING:
     import git
 
-__all__ = ["CommitRecord", "ObjectReader", "tree_path_ok"]
+__all__ = ["CommitRecord", "ObjectReader", "blob_id_of", "tree_path_ok"]
 
 _T = TypeVar("_T")
 IDLE_S = 5.0  # the persistent processes end after this long unused
@@ -44,6 +45,13 @@ def tree_path_ok(path: str) -> bool:
         and "\x00" not in path
         and all(p not in ("", ".", "..") for p in parts)
     )
+
+
+def blob_id_of(data: bytes) -> str:
+    """The id git gives a blob of ``data`` (SHA-1: the only object format read here)."""
+    digest = hashlib.sha1(b"blob %d\x00" % len(data), usedforsecurity=False)
+    digest.update(data)
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +104,42 @@ class ObjectReader:
         """(type, contents) of the object ``name`` denotes; None when there is none."""
         found = self._ask(_CONTENTS, lambda: self._repo.git.get_object_data(name))
         return None if found is None else (_text(found[1]), found[3])
+
+    def file_id(self, commit: str, path: str) -> str | None:
+        """The id of the file (blob, or symlink) at ``path`` in ``commit``, found through the
+        commit's trees on the contents process: no ``--batch-check`` process is started for
+        it, and no file is read. None when there is no such file."""
+        found = self.data(commit)
+        if found is None or found[0] != "commit" or not found[1].startswith(b"tree "):
+            return None
+        oid = found[1][5:45].decode("ascii", "replace")
+        *dirs, name = path.split("/")
+        for part in dirs:
+            entry = self._entry(oid, part)
+            if entry is None or entry[0] != b"40000":
+                return None
+            oid = entry[1]
+        entry = self._entry(oid, name)
+        if entry is None or entry[0] in (b"40000", b"160000"):
+            return None
+        return entry[1]
+
+    def _entry(self, tree: str, name: str) -> tuple[bytes, str] | None:
+        """(mode, id) of the entry ``name`` of ``tree``, or None."""
+        found = self.data(tree)
+        if found is None or found[0] != "tree":
+            return None
+        data, wanted, at = found[1], name.encode("utf-8", "surrogateescape"), 0
+        try:
+            while at < len(data):
+                space = data.index(b" ", at)
+                nul = data.index(b"\x00", space)
+                if data[space + 1 : nul] == wanted:
+                    return data[at:space], data[nul + 1 : nul + 21].hex()
+                at = nul + 21
+        except ValueError:  # not a tree git wrote
+            return None
+        return None
 
     def commit(self, sha: str) -> CommitRecord | None:
         """The metadata of commit ``sha`` (a full id), parsed by GitPython; None when the

@@ -47,6 +47,7 @@ __all__ = ["GitRepo"]
 log = logging.getLogger(__name__)
 
 _HEX_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
+_FULL_ID = re.compile(r"[0-9a-f]{40}")
 
 
 def _hex_names(names: Iterable[str]) -> list[str]:
@@ -371,6 +372,14 @@ class GitRepo:
             return None
         header = self._objects.header(f"{sha}:{path}")
         return header[0] if header is not None and header[1] == "blob" else None
+
+    def file_id(self, rev: CommitSha | str, path: str) -> str | None:
+        """``blob_id`` found through the commit's trees (``rev`` a full commit id): a few
+        small objects read on the process that reads contents, with no other started."""
+        sha = rev.value if isinstance(rev, CommitSha) else rev
+        if not tree_path_ok(path) or not _FULL_ID.fullmatch(sha):
+            return None
+        return self._objects.file_id(sha, path)
 
     def has_commits(self, shas: Iterable[CommitSha]) -> set[CommitSha]:
         """Which of ``shas`` are commits here: one ``cat-file --batch-check`` for many."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from cachetools import LRUCache
 
-from poimen_memory.domain import CommitSha, SharedBlame
+from poimen_memory.domain import CommitSha, SharedBlame, SharedBlameLine
 from poimen_memory.gitio.blame import Blame, BlameLine
 from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.incremental import (
@@ -24,8 +24,11 @@ from poimen_memory.gitio.incremental import (
     blame_from,
     checkpoint_candidates,
     line_since,
+    touching,
 )
-from poimen_memory.gitio.shared import agrees, decode, encode, line_of
+from poimen_memory.gitio.meanwhile import Meanwhile
+from poimen_memory.gitio.objects import blob_id_of
+from poimen_memory.gitio.shared import agrees, decode, encode, line_of, origin_in
 
 if TYPE_CHECKING:
     from poimen_memory.gitio.blamer import Blamer
@@ -38,6 +41,8 @@ LADDER = (16, 256)
 """Commits touching a file searched for a checkpoint: the nearest first, then further."""
 _REFUSED = 1024
 """Shared rows refused for their mapping, remembered (per Blamer) so as not to ask again."""
+_BY_TREES = 4
+"""Up to this many (commit, file) pairs, the changed-file check walks trees (see _changed_by)."""
 _LATER_S = 0.25
 """Delay before a blame found for a hover is cached and shared (in the background)."""
 
@@ -160,17 +165,19 @@ class BlameReuse:
         passes a file a parent holds unchanged (the very blob) to that parent whole, so a row
         naming such a commit was not made by git. The commits' parents and the blob ids are
         read through the persistent cat-file (no git process); ``boundary`` commits and root
-        commits pass."""
+        commits pass. A few are found through their trees, on the process that reads
+        contents (a hover's line starts no second one); many, by the ids git looks up."""
         repo = self._blamer.repo
         pairs = {(line.commit, line.orig_path) for line in lines if line.commit not in boundary}
+        file_id = repo.file_id if len(pairs) <= _BY_TREES else repo.blob_id
         parents: dict[CommitSha, list[str]] = {}
         for commit, path in pairs:
             if commit not in parents:
                 parents[commit] = _parents(repo._objects.data(commit.value))
             if not parents[commit]:
                 continue
-            there = repo.blob_id(commit, path)
-            if there is not None and any(repo.blob_id(p, path) == there for p in parents[commit]):
+            there = file_id(commit, path)
+            if there is not None and any(file_id(p, path) == there for p in parents[commit]):
                 return False
         return True
 
@@ -233,6 +240,92 @@ class BlameReuse:
                 blamer.cache.put(blamer._key(path, last), blame)
 
         _later(keep)
+        return (found,)
+
+    def shared_line_at(
+        self,
+        path: str,
+        at: CommitSha,
+        line: int,
+        proposed: Callable[[BlameLine], None] | None = None,
+    ) -> tuple[tuple[BlameLine | None] | None, list[CommitSha] | None]:
+        """One line at ``at`` from the shared row of the file's blob at ``at``: the line's run
+        read alone and vouched for (as ``shared_line`` does) while another git process finds
+        the commits touching the file, newest first (returned too: the first is the commit
+        the row must be keyed by). The whole row is checked and cached in the background.
+        The answer is None where this cannot tell (no such row, or more than one, or a check
+        that fails or cannot be made): the caller then goes the usual way (with the commits,
+        when they were found)."""
+        blamer = self._blamer
+        repo, shared = blamer.repo, blamer.shared
+        if shared is None:
+            return None, None
+        try:
+            # The file at ``at`` is read for the vouch anyway: its id without asking git.
+            blob = blob_id_of(blamer.head_blob(path, at))
+            rows = shared.line(path, repo.shared_blame_fingerprint(), blob, line)
+        except GitError:
+            return None, None
+        with self._lock:
+            rows = [r for r in rows if (path, r.commit) not in self._refused]
+        if len(rows) != 1:
+            return None, None
+        row = rows[0]
+        finding = Meanwhile(lambda: touching(repo, path, at, LADDER[0] + 1), "poimen-touching")
+        try:
+            vouched = self._vouched_line(row, path, at, line, proposed)
+        finally:
+            finding.wait()
+        try:
+            recent = finding.result()
+        except GitError:
+            return None, None
+        if not vouched or not recent or recent[0].value != row.commit:
+            return None, recent
+        last, found = recent[0], vouched[0]
+
+        def keep() -> None:
+            whole = self._shared_row(path, last)
+            blame = self._trusted(whole, last) if whole is not None else None
+            if blame is not None:
+                blamer.sources["shared"] += 1
+                blamer.cache.put(blamer._key(path, last), blame)
+
+        _later(keep)
+        return (found,), recent
+
+    def _vouched_line(
+        self,
+        row: SharedBlameLine,
+        path: str,
+        at: CommitSha,
+        line: int,
+        proposed: Callable[[BlameLine], None] | None,
+    ) -> tuple[BlameLine | None] | None:
+        """The line's origin from its part of a row of the file's blob at ``at``, once this
+        repository vouches for it as ``shared_line`` does (None: it does not, or cannot)."""
+        blamer = self._blamer
+        repo = blamer.repo
+        if line > row.line_count:
+            return (None,)  # past the file's end
+        found = origin_in(row, line)
+        if found is None:
+            return None
+        if proposed is not None:
+            proposed(found)
+        try:
+            # The row is of the blob at ``at``: the line's text now is the file's there. A
+            # commit this clone lacks has no file to agree with.
+            # Without the row's boundary marks (a shallow clone's): the whole row decides.
+            if not self._changed_by([found], set()):
+                return None
+            now = blamer.head_blob(path, at)
+            then = repo.blobs([(found.commit, found.orig_path)])
+            texts = {(c.value, p): data for (c, p), data in then.items()}
+            if not agrees([found], now, texts):
+                return None
+        except GitError:
+            return None
         return (found,)
 
     def incremental(

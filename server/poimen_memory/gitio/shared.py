@@ -16,11 +16,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from poimen_memory.domain import CommitSha, SharedBlame
+from poimen_memory.domain import CommitSha, SharedBlame, SharedBlameLine
 from poimen_memory.domain.anchors import BlameRunRow
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine
 
-__all__ = ["SharedBlames", "agrees", "decode", "encode", "line_of", "text_lines"]
+__all__ = [
+    "SharedBlames",
+    "agrees",
+    "decode",
+    "encode",
+    "line_of",
+    "origin_in",
+    "text_lines",
+]
 
 
 class SharedBlames(Protocol):
@@ -28,6 +36,10 @@ class SharedBlames(Protocol):
 
     def get(self, path: str, commit: str, fingerprint: str) -> SharedBlame | None:
         """The row for (path, commit, fingerprint), or None."""
+
+    def line(self, path: str, fingerprint: str, blob_id: str, line: int) -> list[SharedBlameLine]:
+        """Line ``line``'s part of each row for (path, fingerprint) whose file is the blob
+        ``blob_id`` (none when it cannot tell)."""
 
     def commits_with(self, path: str, fingerprint: str, commits: Sequence[str]) -> set[str]:
         """Which of ``commits`` have a row for (path, fingerprint)."""
@@ -111,6 +123,20 @@ def line_of(row: SharedBlame, line: int) -> BlameLine | bool | None:
     except (ValueError, TypeError):
         return False
     return False
+
+
+def origin_in(found: SharedBlameLine, line: int) -> BlameLine | None:
+    """Line ``line``'s origin from its part of a row, or None: past the row's end, a run that
+    does not hold it (a gap the row should not have), or values no blame has."""
+    if found.run is None or found.run_start is None or not 1 <= line <= found.line_count:
+        return None
+    sha, path, start, length = found.run
+    try:
+        if start < 1 or length < 1 or not found.run_start <= line < found.run_start + length:
+            return None
+        return BlameLine(line, CommitSha(sha), path, start + line - found.run_start)
+    except (ValueError, TypeError):
+        return None
 
 
 def text_lines(data: bytes) -> list[bytes]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from poimen_memory.domain import ProjectId, RepoId, SharedBlame
+from poimen_memory.domain import ProjectId, RepoId, SharedBlame, SharedBlameLine
 from poimen_memory.errors import StoreUnavailable
 from poimen_memory.store import Store
 
@@ -114,6 +114,21 @@ class StoreSharedBlames:
         except ValueError:  # a path or id the store refuses (too long): a miss
             return None
         return found
+
+    def line(self, path: str, fingerprint: str, blob_id: str, line: int) -> list[SharedBlameLine]:
+        """The line's part of each stored blame of the blob (none when the store cannot
+        answer)."""
+        if not self.gate.open():
+            return []
+        try:
+            return self.gate.store.blame_line(
+                self.project(), self.repo, path, fingerprint, blob_id, line
+            )
+        except (StoreUnavailable, psycopg.Error) as exc:
+            self.gate.failed(exc)
+            return []
+        except ValueError:
+            return []
 
     def commits_with(self, path: str, fingerprint: str, commits: Sequence[str]) -> set[str]:
         """Which of ``commits`` have a stored blame (none when the store cannot answer)."""

@@ -29,6 +29,7 @@ from poimen_memory.domain import (
     ProjectId,
     RepoId,
     SharedBlame,
+    SharedBlameLine,
     anchors,
     check_repo_path,
 )
@@ -303,6 +304,46 @@ class BlameCacheStore:
                 },
             ).fetchone()
         return None if row is None else _blame_from_row(path, commit, fingerprint, row)
+
+    def blame_line(
+        self,
+        project: ProjectId,
+        repo: RepoId,
+        path: str,
+        fingerprint: str,
+        blob_id: str,
+        line: int,
+    ) -> list[SharedBlameLine]:
+        """Line ``line``'s part of each stored blame of ``path`` under ``fingerprint`` whose
+        file is the blob ``blob_id`` (the caller chooses among their commits, and checks the
+        run): one query reading one run per blame, which also marks them used."""
+        check_repo_path("path", path)
+        check_match("fingerprint", fingerprint, _FINGERPRINT, "32 lowercase hex digits")
+        check_match("blob_id", blob_id, _OBJECT_ID, _OBJECT_ID_TEXT)
+        check_int("line", line, 1, INT4_MAX)
+        rows = self._connector.fetch_all(
+            "blame_line",
+            {
+                "project": project,
+                "repo": repo,
+                "path": path,
+                "fingerprint": fingerprint,
+                "blob_id": blob_id,
+                "line": line,
+                "touch_after_s": TOUCH_AFTER_S,
+            },
+        )
+        return [
+            SharedBlameLine(
+                str(r["commit_sha"]),
+                int(r["line_count"]),
+                None
+                if r["line_start"] is None
+                else (r["orig_commit"], r["orig_path"], r["orig_start"], r["length"]),
+                r["line_start"],
+            )
+            for r in rows
+        ]
 
     def blames_at(
         self,

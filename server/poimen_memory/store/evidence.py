@@ -373,6 +373,8 @@ def warm_connection(conn: Connection) -> None:
     runs = {"commits": [commit], "files": [""], "orig_starts": [1], "starts": [1], "lengths": [1]}
     conn.execute(query("lens_blocks"), {**where, **runs}, prepare=True).fetchall()
     conn.execute(query("commits_by_sha"), {**where, "commits": [commit]}, prepare=True)
+    shared = {**where, "path": "-", "fingerprint": "0" * 32, "blob_id": commit, "line": 1}
+    conn.execute(query("blame_line"), {**shared, "touch_after_s": 60}, prepare=True).fetchall()
 
 
 def _key_of(row: dict[str, Any], *, dated: bool = False) -> dict[str, Any]:

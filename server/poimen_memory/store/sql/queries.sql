@@ -457,8 +457,11 @@ RETURNING b.id, nextval('blame_put_seq') AS put_no;
 DELETE FROM blame_run WHERE project = %(project)s AND file_id = %(file_id)s;
 
 -- name: blame_put_runs
-INSERT INTO blame_run (project, file_id, seq, orig_commit, orig_path, orig_start, length)
-SELECT %(project)s, %(file_id)s, r.n - 1, r.orig_commit, r.orig_path, r.orig_start, r.length
+-- A run's line_start: 1 plus the lengths of the runs before it.
+INSERT INTO blame_run
+    (project, file_id, seq, line_start, orig_commit, orig_path, orig_start, length)
+SELECT %(project)s, %(file_id)s, r.n - 1, 1 + sum(r.length) OVER (ORDER BY r.n) - r.length,
+       r.orig_commit, r.orig_path, r.orig_start, r.length
 FROM unnest(%(orig_commit)s::text[], %(orig_path)s::text[], %(orig_start)s::int[],
             %(length)s::int[]) WITH ORDINALITY AS r (orig_commit, orig_path, orig_start, length, n);
 
@@ -487,6 +490,34 @@ CROSS JOIN LATERAL (
     FROM blame_run r
     WHERE r.project = %(project)s AND r.file_id = f.id
 ) r;
+
+-- name: blame_line
+-- One line of each stored blame of (repo, path, fingerprint) whose file is the blob
+-- %(blob_id)s (which commit's is the caller's to choose): the last run starting at or before
+-- the line, by one probe of (file, line_start) rather than the file's runs (the caller checks
+-- that the run holds the line); NULLs when none does. Marks the blames used, as blame_get.
+WITH f AS (
+    SELECT id, commit_sha, line_count, used_at
+    FROM blame_file
+    WHERE project = %(project)s AND repo = %(repo)s AND path = %(path)s
+      AND fingerprint = %(fingerprint)s AND blob_id = %(blob_id)s
+    LIMIT 8
+), touched AS (
+    UPDATE blame_file b SET used_at = now()
+    FROM f
+    WHERE b.project = %(project)s AND b.id = f.id
+      AND f.used_at < now() - make_interval(secs => %(touch_after_s)s::float8)
+)
+SELECT f.commit_sha, f.line_count, r.line_start, r.length, r.orig_commit, r.orig_path,
+       r.orig_start
+FROM f
+LEFT JOIN LATERAL (
+    SELECT r.line_start, r.length, r.orig_commit, r.orig_path, r.orig_start
+    FROM blame_run r
+    WHERE r.project = %(project)s AND r.file_id = f.id AND r.line_start <= %(line)s
+    ORDER BY r.line_start DESC
+    LIMIT 1
+) AS r ON true;
 
 -- name: blame_at_commits
 -- Which of the given commits have a stored blame of (repo, path, fingerprint): one range of
