@@ -26,7 +26,7 @@ from poimen_memory.domain import (
 )
 from poimen_memory.lookup import Citation, LookupResult, Memory
 from poimen_memory.lookup.results import Earlier, Landed
-from poimen_memory.render import TEXT_LIMIT, render_hover, render_text
+from poimen_memory.render import HOVER_SHOWN, TEXT_LIMIT, render_hover, render_text
 
 REPO = RepoId("github.com/org/kong")
 PROJECT = ProjectId("render")
@@ -205,6 +205,44 @@ def test_hover_markdown_structure_with_l2_l1_and_three_evidence() -> None:
     page = MarkdownIt("commonmark").render(rendered)
     assert page.count("<blockquote>") == 3
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def _crowded(evidence: int, uppers: int) -> LookupResult:
+    """A line with many memories, in the service's order (newest first): ``evidence`` pieces
+    of evidence (evidence i made at minute i) and ``uppers`` L1 memories above them."""
+    c = commit(1, "Tune the buffer")
+    cite = cited("src/kong/buffer.rs", 42, c)
+    l0s = tuple(Memory(node(Level.L0, f"evidence {i}", i), cite) for i in reversed(range(evidence)))
+    l1s = tuple(Memory(node(Level.L1, f"learned {i}", i), cite) for i in range(uppers))
+    return LookupResult(REPO, l0s + l1s)
+
+
+def test_a_hover_shows_the_newest_few_and_counts_the_rest() -> None:
+    result = _crowded(evidence=11, uppers=9)
+    rendered = render_hover(result, limit=HOVER_SHOWN)
+    no_markup(rendered)
+    blocks = blocks_of(rendered)
+    assert blocks[0].text == "poimen-memory · 11 memories"
+    shown = [b.inner[0].text for b in blocks if b.tag == "blockquote"]
+    assert shown == [f"evidence {i}" for i in range(10, 10 - HOVER_SHOWN, -1)]
+    learned = [b.text for b in blocks if b.tag == "p" and b.text.startswith("L1 · ")]
+    assert len(learned) == HOVER_SHOWN
+    assert blocks[-2].tag == "hr"
+    left = 11 - HOVER_SHOWN + 9 - HOVER_SHOWN
+    assert blocks[-1].text == f"and {left} more: the code lens or mem why shows every one"
+    assert blocks[-1].tag == "p"
+    assert "<code>mem why</code>" in MarkdownIt("commonmark").render(rendered)
+    plain = render_hover(result, markdown=False, limit=HOVER_SHOWN)
+    assert plain.endswith(f"and {left} more: the code lens or `mem why` shows every one\n")
+    assert plain.count("evidence ") == HOVER_SHOWN
+    # Without a limit (the lens's command, the CLI), every memory and no count.
+    whole = render_hover(result)
+    assert [b.inner[0].text for b in blocks_of(whole) if b.tag == "blockquote"] == [
+        f"evidence {i}" for i in range(10, -1, -1)
+    ]
+    assert "more:" not in whole
+    # At the limit exactly, nothing is left to count.
+    assert "more:" not in render_hover(_crowded(HOVER_SHOWN, HOVER_SHOWN), limit=HOVER_SHOWN)
 
 
 def test_hover_markdown_arrival_lines_follow_the_citation_outside_the_quote() -> None:

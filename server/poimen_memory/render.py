@@ -12,6 +12,7 @@ import re
 from poimen_memory.lookup import Citation, LookupResult, Memory
 
 __all__ = [
+    "HOVER_SHOWN",
     "TEXT_LIMIT",
     "arrival",
     "cite_line",
@@ -22,6 +23,9 @@ __all__ = [
 
 # Characters of one memory's text that render_text shows; the rest is in the JSON form.
 TEXT_LIMIT = 2000
+# Syntheses (L2, L1) and pieces of evidence an editor's hover shows of each; the rest are
+# counted at its end (the code lens and `mem why` show every one).
+HOVER_SHOWN = 8
 
 
 def arrival(m: Memory) -> str | None:
@@ -173,17 +177,26 @@ def _md_code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _hover_markdown(result: LookupResult, excerpt_length: int) -> list[str]:
-    uppers = sorted(
+def _left_out(uppers: int, evidence: int, limit: int | None) -> int:
+    """How many memories a hover showing at most ``limit`` of each kind leaves out."""
+    return 0 if limit is None else max(0, uppers - limit) + max(0, evidence - limit)
+
+
+def _uppers(result: LookupResult) -> list[Memory]:
+    return sorted(
         (m for m in result.memories if m.node.level.rank > 0), key=lambda m: -m.node.level.rank
     )
+
+
+def _hover_markdown(result: LookupResult, excerpt_length: int, limit: int | None) -> list[str]:
+    uppers = _uppers(result)
     evidence = result.evidence
     count = f"{len(evidence)} memor{'y' if len(evidence) == 1 else 'ies'}"
     blocks = [f"**poimen-memory** · {count}"]
-    for m in uppers:
+    for m in uppers[:limit]:
         text = _md_paragraph(excerpt(m.node.text, excerpt_length))
         blocks.append(f"**{m.node.level.value}** · {text}")
-    for m in evidence:
+    for m in evidence[:limit]:
         blocks.append("---")
         blocks.append(_md_paragraph(excerpt(m.node.text, excerpt_length), "> "))
         c = m.citation
@@ -197,24 +210,25 @@ def _hover_markdown(result: LookupResult, excerpt_length: int) -> list[str]:
         how = arrival(m)
         if how is not None:
             blocks.append(f"*{_md_one_line(how)}*")
+    left = _left_out(len(uppers), len(evidence), limit)
+    if left:
+        blocks += ["---", f"*and {left} more: the code lens or* `mem why` *shows every one*"]
     return blocks
 
 
-def _hover_plain(result: LookupResult, excerpt_length: int) -> list[str]:
-    uppers = sorted(
-        (m for m in result.memories if m.node.level.rank > 0), key=lambda m: -m.node.level.rank
-    )
+def _hover_plain(result: LookupResult, excerpt_length: int, limit: int | None) -> list[str]:
+    uppers = _uppers(result)
     evidence = result.evidence
     count = f"{len(evidence)} memor{'y' if len(evidence) == 1 else 'ies'}"
     blocks = [f"poimen-memory · {count}"]
     if uppers:
         lines: list[str] = []
-        for m in uppers:
+        for m in uppers[:limit]:
             first, *rest = excerpt(m.node.text, excerpt_length).splitlines()
             lines.append(f"{m.node.level.value}  {first.strip()}")
             lines += [f"    {ln.strip()}" for ln in rest if ln.strip()]
         blocks.append("\n".join(lines))
-    for m in evidence:
+    for m in evidence[:limit]:
         body = [f"  {ln.rstrip()}" for ln in excerpt(m.node.text, excerpt_length).splitlines()]
         c = m.citation
         if c is not None:
@@ -225,17 +239,26 @@ def _hover_plain(result: LookupResult, excerpt_length: int) -> list[str]:
         if how is not None:
             body.append(how)
         blocks.append("\n".join(body))
+    left = _left_out(len(uppers), len(evidence), limit)
+    if left:
+        blocks.append(f"and {left} more: the code lens or `mem why` shows every one")
     return blocks
 
 
-def render_hover(result: LookupResult, excerpt_length: int = 400, markdown: bool = True) -> str:
+def render_hover(
+    result: LookupResult,
+    excerpt_length: int = 400,
+    markdown: bool = True,
+    limit: int | None = None,
+) -> str:
     """The hover: what was learned (L2, then L1) first, each in its own paragraph, then each
     piece of evidence: its excerpt (a blockquote in Markdown) and, after it, the commit,
     author, date and the reference to cite. ``markdown=False``: plain text for clients that
-    take no Markdown."""
+    take no Markdown. ``limit``: at most that many syntheses and pieces of evidence (the first,
+    in the result's order: the newest), and a last line counting the rest; None: every one."""
     blocks = (
-        _hover_markdown(result, excerpt_length)
+        _hover_markdown(result, excerpt_length, limit)
         if markdown
-        else _hover_plain(result, excerpt_length)
+        else _hover_plain(result, excerpt_length, limit)
     )
     return "\n\n".join(blocks) + "\n"

@@ -96,3 +96,26 @@ async def test_bad_arguments_name_the_field(
     finally:
         await client.shutdown_session()
         await client.stop()
+
+
+async def test_a_crowded_line_s_hover_shows_the_newest_and_counts_the_rest(world: World) -> None:
+    """Ten memories on one line: the hover (as VS Code renders it) shows the newest eight and
+    a last line counting the two others."""
+    client = await start_client(world, "visual-studio-code")
+    try:
+        uri = world.uri(HANDLER)
+        for n in range(10):
+            await client.workspace_execute_command_async(
+                types.ExecuteCommandParams(
+                    commands.REMEMBER, [{"uri": uri, "line": 5, "text": f"Crowd note {n}."}]
+                )
+            )
+        open_doc(client, world, HANDLER)
+        text = hover_text(await hover(client, uri, 5))
+        shown = [n for n in range(10) if f"Crowd note {n}." in text]
+        assert shown == list(range(2, 10)), text
+        assert text.startswith("**poimen-memory** · 10 memories")
+        assert text.rstrip().endswith("*and 2 more: the code lens or* `mem why` *shows every one*")
+    finally:
+        await client.shutdown_session()
+        await client.stop()

@@ -14,7 +14,7 @@ from poimen_memory.lookup import HoverRequest, LookupResult
 from poimen_memory.lsp import UNREACHABLE, WAITS
 from poimen_memory.lsp.documents import open_document
 from poimen_memory.lsp.protocol import JsonText
-from poimen_memory.render import render_hover
+from poimen_memory.render import HOVER_SHOWN, render_hover
 
 if TYPE_CHECKING:
     from poimen_memory.lsp.server import PoimenServer
@@ -45,7 +45,7 @@ class HoverTexts:
         hit = self._sent.get(key)
         if hit is not None and hit[0] is result:
             return hit[1]
-        text = render_hover(result, excerpt_length, markdown)
+        text = render_hover(result, excerpt_length, markdown, HOVER_SHOWN)
         answer = serialize(
             types.Hover(
                 contents=_content(text, markdown),
