@@ -11,13 +11,14 @@ from pathlib import Path
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId
 from poimen_memory.errors import StoreUnavailable, may_wait
-from poimen_memory.gitio import BlameLine, Blamer, GitError, map_buffer_to_head
+from poimen_memory.gitio import BlameEntry, BlameLine, Blamer, GitError, map_buffer_to_head
 from poimen_memory.lookup.core import FileAt, LookupCore, TextFacts
 from poimen_memory.lookup.errors import LookupFailed
 from poimen_memory.lookup.lenses import DocumentLenses
 from poimen_memory.lookup.located import LocatedLookups
 from poimen_memory.lookup.requests import DocumentRequest, HoverRequest
 from poimen_memory.lookup.results import DocumentMemories, LineMemory, LookupResult
+from poimen_memory.store import Candidate
 from poimen_memory.store.connector import StoreRejected
 
 __all__ = ["EditorLookups"]
@@ -135,15 +136,26 @@ class EditorLookups:
             # chosen from once blame is done), are read meanwhile.
             stream = self._lenses.stream(scope, repo_id)
             where = FileAt(scope, repo_id, blamer, rel, head)
-            hashing = self._pool.submit(self._lenses.prefetch, where)
+            # Started once git has: its hashing would otherwise hold the interpreter while
+            # this thread starts git.
+            prefetching: list[Future[list[Candidate] | None]] = []
+
+            def feed(entry: BlameEntry) -> None:
+                if not prefetching:
+                    prefetching.append(self._pool.submit(self._lenses.prefetch, where))
+                stream.feed(entry)
+
             try:
-                blame = blamer.blame_file(rel, head, on_entry=stream.feed)
+                blame = blamer.blame_file(rel, head, on_entry=feed)
             except GitError:
                 stream.cancel()
                 return None
             except BaseException:
                 stream.cancel()
                 raise
+            if not prefetching:  # no entry from git: the blame was known
+                prefetching.append(self._pool.submit(self._lenses.prefetch, where))
+            hashing = prefetching[0]
             wait([hashing])  # hashes kept by then: not taken twice, by two threads at once
             try:
                 known = hashing.result()
