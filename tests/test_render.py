@@ -4,6 +4,7 @@ plain hover and ``render_text`` as the lines a person or a model gets."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from dataclasses import dataclass, field
@@ -241,6 +242,12 @@ def test_a_hover_shows_the_newest_few_and_counts_the_rest() -> None:
         f"evidence {i}" for i in range(10, -1, -1)
     ]
     assert "more:" not in whole
+    # Evidence the lookup only counted (a hover reads the newest few): counted here too.
+    read = dataclasses.replace(_crowded(evidence=HOVER_SHOWN, uppers=2), evidence_total=61)
+    counted = render_hover(read, limit=HOVER_SHOWN)
+    assert blocks_of(counted)[0].text == "poimen-memory · 61 memories"
+    assert blocks_of(counted)[-1].text.startswith(f"and {61 - HOVER_SHOWN} more: ")
+    assert render_hover(read).count("evidence ") == HOVER_SHOWN  # no more than was read
     # At the limit exactly, nothing is left to count.
     assert "more:" not in render_hover(_crowded(HOVER_SHOWN, HOVER_SHOWN), limit=HOVER_SHOWN)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -306,6 +307,44 @@ def test_evidence_brings_anchor_commit_node_and_nodes_above(
     limited = store.evidence_for_commits(project, None, [C2, C1], limit=1)
     assert [e.anchor for e in limited] == [batch.anchors[0]]
     assert store.evidence_for_runs(project, REPO, []) == []
+
+
+def test_a_line_s_newest_evidence_is_read_and_the_rest_counted(
+    store: Store, project: ProjectId
+) -> None:
+    """A hover's read: the line's anchors newest memory first, the first few in full (with
+    the nodes above them), every memory counted; another project's anchors neither."""
+    l1 = mk(project, Level.L1, "what was learned")
+    nodes = [
+        replace(mk(project, Level.L0, f"note {i}", (l1.sha256,)), created_at=T0 + timedelta(i))
+        for i in range(12)
+    ]
+    file = "src/kong/handler.rs"
+    anchors = [Anchor(project, n.sha256, REPO, C2, file, 10, 12) for n in nodes[:10]]
+    anchors.append(Anchor(project, nodes[10].sha256, REPO, C2, file, 0, 0))  # the whole file
+    anchors.append(Anchor(project, nodes[10].sha256, REPO, C2, file, 11, 11))  # twice
+    anchors.append(Anchor(project, nodes[11].sha256, REPO, C2, file, 12, 13))  # not line 11
+    store.insert_batch(Batch(nodes=[l1, *nodes], commits=[commit(C2)], anchors=anchors))
+    other_project = ProjectId(project.value + "-other")
+    theirs = replace(mk(other_project, Level.L0, "not ours"), created_at=T0 + timedelta(99))
+    store.insert_batch(
+        Batch(
+            nodes=[theirs],
+            commits=[commit(C2)],
+            anchors=[Anchor(other_project, theirs.sha256, REPO, C2, file, 11, 11)],
+        )
+    )
+    page = store.newest_at_line(project, REPO, C2, file, 11, 4)
+    assert [e.node.text for e in page.rows] == ["note 10", "note 10", "note 9", "note 8"]
+    assert page.nodes == 11  # notes 0-10 cover line 11; note 11 does not
+    assert all(e.ancestors and e.ancestors[0][0].sha256 == l1.sha256 for e in page.rows)
+    every = store.evidence_at_line(project, REPO, C2, file, 11)
+    assert {e.node.text for e in every} == {f"note {i}" for i in range(11)}
+    whole = store.newest_at_line(project, REPO, C2, file, 11, 100)
+    assert sorted(map(repr, (e.anchor for e in whole.rows))) == sorted(
+        map(repr, (e.anchor for e in every))
+    )
+    assert whole.nodes == 11
 
 
 def test_anchors_for_runs_bring_commits_once_and_no_text(store: Store, project: ProjectId) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from poimen_memory.lookup import Citation, LookupResult, Memory
+from poimen_memory.lookup import HOVER_SHOWN, Citation, LookupResult, Memory
 
 __all__ = [
     "HOVER_SHOWN",
@@ -23,9 +23,6 @@ __all__ = [
 
 # Characters of one memory's text that render_text shows; the rest is in the JSON form.
 TEXT_LIMIT = 2000
-# Syntheses (L2, L1) and pieces of evidence an editor's hover shows of each; the rest are
-# counted at its end (the code lens and `mem why` show every one).
-HOVER_SHOWN = 8
 
 
 def arrival(m: Memory) -> str | None:
@@ -177,9 +174,19 @@ def _md_code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _left_out(uppers: int, evidence: int, limit: int | None) -> int:
-    """How many memories a hover showing at most ``limit`` of each kind leaves out."""
-    return 0 if limit is None else max(0, uppers - limit) + max(0, evidence - limit)
+def _left_out(result: LookupResult, uppers: int, limit: int | None) -> int:
+    """How many memories a hover showing at most ``limit`` of each kind leaves out (the
+    evidence not read counted too)."""
+    if limit is None:
+        return _evidence_count(result) - len(result.evidence)
+    shown = min(limit, len(result.evidence))
+    return max(0, uppers - limit) + _evidence_count(result) - shown
+
+
+def _evidence_count(result: LookupResult) -> int:
+    """The line's pieces of evidence: all of them, read or not."""
+    total = result.evidence_total
+    return len(result.evidence) if total is None else max(total, len(result.evidence))
 
 
 def _uppers(result: LookupResult) -> list[Memory]:
@@ -191,7 +198,8 @@ def _uppers(result: LookupResult) -> list[Memory]:
 def _hover_markdown(result: LookupResult, excerpt_length: int, limit: int | None) -> list[str]:
     uppers = _uppers(result)
     evidence = result.evidence
-    count = f"{len(evidence)} memor{'y' if len(evidence) == 1 else 'ies'}"
+    n = _evidence_count(result)
+    count = f"{n} memor{'y' if n == 1 else 'ies'}"
     blocks = [f"**poimen-memory** · {count}"]
     for m in uppers[:limit]:
         text = _md_paragraph(excerpt(m.node.text, excerpt_length))
@@ -210,7 +218,7 @@ def _hover_markdown(result: LookupResult, excerpt_length: int, limit: int | None
         how = arrival(m)
         if how is not None:
             blocks.append(f"*{_md_one_line(how)}*")
-    left = _left_out(len(uppers), len(evidence), limit)
+    left = _left_out(result, len(uppers), limit)
     if left:
         blocks += ["---", f"*and {left} more: the code lens or* `mem why` *shows every one*"]
     return blocks
@@ -219,7 +227,8 @@ def _hover_markdown(result: LookupResult, excerpt_length: int, limit: int | None
 def _hover_plain(result: LookupResult, excerpt_length: int, limit: int | None) -> list[str]:
     uppers = _uppers(result)
     evidence = result.evidence
-    count = f"{len(evidence)} memor{'y' if len(evidence) == 1 else 'ies'}"
+    n = _evidence_count(result)
+    count = f"{n} memor{'y' if n == 1 else 'ies'}"
     blocks = [f"poimen-memory · {count}"]
     if uppers:
         lines: list[str] = []
@@ -239,7 +248,7 @@ def _hover_plain(result: LookupResult, excerpt_length: int, limit: int | None) -
         if how is not None:
             body.append(how)
         blocks.append("\n".join(body))
-    left = _left_out(len(uppers), len(evidence), limit)
+    left = _left_out(result, len(uppers), limit)
     if left:
         blocks.append(f"and {left} more: the code lens or `mem why` shows every one")
     return blocks

@@ -15,7 +15,7 @@ from poimen_memory.lookup.earlier import earlier_versions
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
 from poimen_memory.lookup.origins import match_evidence, origin_runs
 from poimen_memory.lookup.requests import MAX_LINE, ByGitRequest
-from poimen_memory.lookup.results import Earlier, LookupResult, assemble
+from poimen_memory.lookup.results import HOVER_SHOWN, Earlier, LookupResult, assemble
 from poimen_memory.lookup.rewrites import Found, Miss, Rewrites, landed_nodes
 from poimen_memory.store import Candidate, Evidence
 
@@ -144,9 +144,11 @@ class LocatedLookups:
         there; with ``history``, those of the versions it replaced too."""
         project, repo_id, blamer = where.project, where.repo_id, where.blamer
         store = self._core.store
-        rows = store.evidence_at_line(
-            project, repo_id, origin.commit, origin.orig_path, origin.orig_line
+        # The newest few in full (what a hover shows), the rest counted.
+        page = store.newest_at_line(
+            project, repo_id, origin.commit, origin.orig_path, origin.orig_line, HOVER_SHOWN
         )
+        rows = page.rows
         found = [] if rows else self.find_rewritten(where, [(origin, line, rev_line)])
         earlier = (
             earlier_versions(
@@ -162,7 +164,12 @@ class LocatedLookups:
             else []
         )
         lines_of: dict[Sha256Hash, list[int]] = {r.node.sha256: [line] for r in rows}
-        return _with_rewritten(repo_id, rows, lines_of, found, earlier, line)
+        result = _with_rewritten(repo_id, rows, lines_of, found, earlier, line)
+        read = len(lines_of)
+        if page.nodes <= read:
+            return result
+        # The evidence not read, counted: the line's in all is that and what was read.
+        return replace(result, evidence_total=len(result.evidence) + page.nodes - read)
 
     def prefetch_rewritten(self, where: FileAt) -> list[Candidate] | None:
         """The candidates for all of a file's line texts (``Rewrites.prefetch``), read while

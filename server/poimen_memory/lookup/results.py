@@ -33,6 +33,7 @@ from poimen_memory.lookup.responses import (
 from poimen_memory.store import Evidence
 
 __all__ = [
+    "HOVER_SHOWN",
     "Citation",
     "DocumentMemories",
     "Earlier",
@@ -177,6 +178,11 @@ class Memory:
         )
 
 
+HOVER_SHOWN = 8
+"""Pieces of evidence (and syntheses) a hover shows; the rest are counted (the code lens and
+``mem why`` show every one)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LookupResult:
     """The answer to any lookup: L0 evidence first (newest first), then the nodes above it.
@@ -189,6 +195,9 @@ class LookupResult:
     mapped: bool | None = None
     truncated: bool = False
     cursor: str | None = None
+    evidence_total: int | None = None
+    """A hover's: how many pieces of evidence the line has in all, where only the newest
+    ``HOVER_SHOWN`` (and the memories above them) were read; None: all were."""
 
     @property
     def repos(self) -> list[RepoId]:

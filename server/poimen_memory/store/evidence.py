@@ -103,6 +103,8 @@ class EvidencePage:
 
     rows: list[Evidence]
     after: dict[str, Any] | None
+    nodes: int = 0
+    """How many memories (nodes) the page's anchors hold, read in full or not."""
 
 
 class EvidenceReads:
@@ -116,12 +118,15 @@ class EvidenceReads:
         """The evidence of the anchors the named ``anchors_*`` query chooses."""
         return self._page(selector, params, limit).rows
 
-    def _page(self, selector: str, params: dict[str, Any], limit: int) -> EvidencePage:
+    def _page(
+        self, selector: str, params: dict[str, Any], limit: int, read: int | None = None
+    ) -> EvidencePage:
         """The evidence of the first ``limit`` anchors the named ``anchors_*`` query chooses,
-        and the key of the last one when there are more: one statement (``evidence``)."""
+        and the key of the last one when there are more: one statement (``evidence``).
+        ``read``: only the first that many anchors' evidence is read (the rest counted)."""
         project: ProjectId = params["project"]
         statement = evidence_query(selector)
-        values = {**params, "max_anchors": limit + 1, "page": limit}
+        values = {**params, "max_anchors": limit + 1, "page": limit if read is None else read}
         rows = self._connector.read(
             lambda conn: conn.execute(statement, values, binary=True).fetchall()
         )
@@ -141,7 +146,8 @@ class EvidenceReads:
             and row["sha256"] is not None
             and row["commit_found"] is not None
         )
-        return EvidencePage([evidence for evidence in found if evidence is not None], after)
+        nodes = len({row["node_sha256"] for row in rows if row["kind"] == 0 and row["k"] <= limit})
+        return EvidencePage([evidence for evidence in found if evidence is not None], after, nodes)
 
     def _evidence_of(self, project: ProjectId, chosen: list[dict[str, Any]]) -> list[Evidence]:
         """The evidence of chosen anchors (rows named as the ``anchors_*`` queries name them)."""
@@ -159,6 +165,14 @@ class EvidenceReads:
             "anchors_line",
             {"project": project, "repo": repo, "commit_sha": commit, "file": file, "line": line},
         )
+
+    def newest_at_line(
+        self, project: ProjectId, repo: RepoId, commit: CommitSha, file: str, line: int, read: int
+    ) -> EvidencePage:
+        """``evidence_at_line`` newest memory first, reading only the first ``read`` anchors'
+        evidence (node, commit, the nodes above); ``nodes`` counts the memories of all."""
+        params = {"project": project, "repo": repo, "commit_sha": commit, "file": file}
+        return self._page("anchors_line_newest", {**params, "line": line}, MAX_ANCHORS, read)
 
     def evidence_for_runs(
         self, project: ProjectId, repo: RepoId, runs: Iterable[Run]
@@ -367,6 +381,7 @@ def warm_connection(conn: Connection) -> None:
     commit = CommitSha("0" * 40)
     line = {**where, "commit_sha": commit, "line": 1, "max_anchors": 2, "page": 1}
     conn.execute(evidence_query("anchors_line"), line, prepare=True).fetchall()
+    conn.execute(evidence_query("anchors_line_newest"), line, prepare=True).fetchall()
     probe = {**where, "hashes": None, "limit": UNTEXTED_LIMIT}
     conn.execute(query("file_may_have_memories"), probe, prepare=True)
     conn.execute(query("pending_files"), where, prepare=True).fetchall()

@@ -172,6 +172,31 @@ WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_
 ORDER BY commit_sha, file, line_start, node_sha256
 LIMIT %(max_anchors)s;
 
+-- name: anchors_line_newest
+-- anchors_line's anchors, newest memory first (by its node's created_at): a hover reads the
+-- first few in full and only counts the rest.
+SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+FROM (
+    SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+    FROM git_anchor a
+    WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
+      AND a.file = %(file)s
+      AND a.line_start BETWEEN %(line)s - (
+            SELECT s.line_end - s.line_start FROM git_anchor s
+            WHERE s.project = %(project)s AND s.repo = %(repo)s
+            ORDER BY s.line_end - s.line_start DESC LIMIT 1)
+          AND %(line)s
+      AND a.line_end >= %(line)s
+    UNION ALL
+    SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
+    FROM git_anchor a
+    WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
+      AND a.file = %(file)s AND a.line_start = 0
+) AS a
+LEFT JOIN memory_node n ON n.project = %(project)s AND n.sha256 = a.node_sha256
+ORDER BY n.created_at DESC NULLS LAST, a.node_sha256, a.line_start, a.line_end
+LIMIT %(max_anchors)s;
+
 -- name: anchors_runs
 -- Anchors overlapping runs of original lines (commit, file, first, last): what blame says
 -- the lines of a range or a whole document came from. Whole-file anchors of those files too.
