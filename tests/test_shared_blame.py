@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from poimen_memory.domain import CommitSha, ProjectId, RepoId, SharedBlame, SharedBlameLine
-from poimen_memory.gitio import Blame, GitError, GitRepo
+from poimen_memory.gitio import Blame, Blamer, GitError, GitRepo
 from poimen_memory.gitio.blame import differences
 from poimen_memory.gitio.shared import encode
 from poimen_memory.lookup import Checkouts, HoverRequest, build_service, new_checkouts
@@ -22,6 +22,7 @@ from poimen_memory.store import Store
 from .conftest import create_database, drop_database
 from .gitrepo import ALICE, BOB, FixtureRepo, clone, kong_repo
 from .scenes import APP, Scene, at, base, insert, memory, put
+from .test_shared_blame_store import one_line_of
 
 LEASES = "Leases are pinned to the tenant's region."
 
@@ -47,17 +48,8 @@ def no_git_blame(repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _parts(row: SharedBlame, blob: str, line: int) -> list[SharedBlameLine]:
-    """What the store's blame_line gives for ``row`` (the query written plainly): the last
-    run starting at or before ``line``, for a row of the blob asked for."""
-    if row.blob_id != blob:
-        return []
-    at, found = 1, SharedBlameLine(row.commit, row.line_count, None, None)
-    for run in row.runs:
-        if at > line:
-            break
-        found = SharedBlameLine(row.commit, row.line_count, run, at)
-        at += run[3]
-    return [found]
+    """What the store's blame_line gives for ``row``, a row of the blob ``blob``."""
+    return [one_line_of(row, line)] if row.blob_id == blob else []
 
 
 def test_a_teammates_first_blame_comes_from_the_shared_cache(
@@ -270,12 +262,12 @@ def test_no_sharing_when_turned_off(
         repo.last_commit("no/such/file", CommitSha(last))
 
 
-def test_a_teammates_first_hover_reads_one_line_of_the_shared_row(
+def _teammate(
     tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    """A cold hover takes its line from the shared row (blob and the line's commit checked),
-    with no git blame; the whole row is checked and cached behind it."""
+) -> tuple[Blamer, str, Blame]:  # fmt: skip
+    """A teammate's clone whose file someone has blamed and shared: its blamer (git blame
+    forbidden), the file, and git's blame of it."""
     mine = clone(str(origin.root), tmp_path / "mine")
     a = checkouts_for(tmp_path, "a", store, project)
     _, blamer_a, rel = a.locate(mine.root / FILE)
@@ -286,6 +278,16 @@ def test_a_teammates_first_hover_reads_one_line_of_the_shared_row(
     _, blamer_b, rel_b = b.locate(theirs.root / FILE)
     truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
     no_git_blame(blamer_b.repo, monkeypatch)
+    return blamer_b, rel_b, truth
+
+
+def test_a_teammates_first_hover_reads_one_line_of_the_shared_row(
+    tmp_path: Path, origin: FixtureRepo, store: Store, project: ProjectId,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A cold hover takes its line from the shared row (blob and the line's commit checked),
+    with no git blame; the whole row is checked and cached behind it."""
+    blamer_b, rel_b, truth = _teammate(tmp_path, origin, store, project, monkeypatch)
     for line in (1, 42, len(truth.lines)):
         assert blamer_b.origin(rel_b, line) == truth.origin(line)
     assert blamer_b.origin(rel_b, len(truth.lines) + 1) is None
@@ -302,16 +304,7 @@ def test_a_teammates_first_hover_reads_only_its_line_s_run_before_answering(
     """The first hover in a fresh clone reads one run of the shared row (by the file's blob)
     and answers from it once vouched for; the whole row is read only afterwards, in the
     background, and then serves the next lines."""
-    mine = clone(str(origin.root), tmp_path / "mine")
-    a = checkouts_for(tmp_path, "a", store, project)
-    _, blamer_a, rel = a.locate(mine.root / FILE)
-    blamer_a.blame_file(rel)
-    a.flush()
-    theirs = clone(str(origin.root), tmp_path / "theirs")
-    b = checkouts_for(tmp_path, "b", store, project)
-    _, blamer_b, rel_b = b.locate(theirs.root / FILE)
-    truth = blamer_b.repo.blame(rel_b, blamer_b.repo.head())
-    no_git_blame(blamer_b.repo, monkeypatch)
+    blamer_b, rel_b, truth = _teammate(tmp_path, origin, store, project, monkeypatch)
     shared = blamer_b.shared
     assert shared is not None
     calls: list[str] = []

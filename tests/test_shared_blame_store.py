@@ -563,7 +563,7 @@ def test_0005_applies_on_top_of_a_0004_store(
 # --- one line of a blame -------------------------------------------------------------------
 
 
-def _part(stored: SharedBlame, line: int) -> SharedBlameLine:
+def one_line_of(stored: SharedBlame, line: int) -> SharedBlameLine:
     """blame_line's answer written plainly: the last run starting at or before ``line``."""
     at, found = 1, SharedBlameLine(stored.commit, stored.line_count, None, None)
     for run in stored.runs:
@@ -579,7 +579,7 @@ def test_one_line_of_a_blame_is_its_run(store: Store, project: ProjectId) -> Non
     store.put_blame(project, REPO, stored)
     for line in range(1, stored.line_count + 3):  # past the end: the last run, and the count
         assert store.blame_line(project, REPO, stored.path, FP, BLOB, line) == [
-            _part(stored, line)
+            one_line_of(stored, line)
         ], line
     # Line 5 is the first of the second run: from line 17 of the old name.
     (found,) = store.blame_line(project, REPO, stored.path, FP, BLOB, 5)

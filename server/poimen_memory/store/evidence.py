@@ -161,18 +161,22 @@ class EvidenceReads:
         self, project: ProjectId, repo: RepoId, commit: CommitSha, file: str, line: int
     ) -> list[Evidence]:
         """Anchors at ``(repo, commit, file)`` covering ``line`` (in that commit's file)."""
-        return self._evidence(
-            "anchors_line",
-            {"project": project, "repo": repo, "commit_sha": commit, "file": file, "line": line},
-        )
+        return self.newest_at_line(project, repo, commit, file, line).rows
 
     def newest_at_line(
-        self, project: ProjectId, repo: RepoId, commit: CommitSha, file: str, line: int, read: int
+        self,
+        project: ProjectId,
+        repo: RepoId,
+        commit: CommitSha,
+        file: str,
+        line: int,
+        read: int | None = None,
     ) -> EvidencePage:
-        """``evidence_at_line`` newest memory first, reading only the first ``read`` anchors'
-        evidence (node, commit, the nodes above); ``nodes`` counts the memories of all."""
+        """``evidence_at_line``'s anchors, newest memory first; with ``read``, only the first
+        that many anchors' evidence is read (node, commit, the nodes above), and ``nodes``
+        counts the memories of all."""
         params = {"project": project, "repo": repo, "commit_sha": commit, "file": file}
-        return self._page("anchors_line_newest", {**params, "line": line}, MAX_ANCHORS, read)
+        return self._page("anchors_line", {**params, "line": line}, MAX_ANCHORS, read)
 
     def evidence_for_runs(
         self, project: ProjectId, repo: RepoId, runs: Iterable[Run]
@@ -381,7 +385,6 @@ def warm_connection(conn: Connection) -> None:
     commit = CommitSha("0" * 40)
     line = {**where, "commit_sha": commit, "line": 1, "max_anchors": 2, "page": 1}
     conn.execute(evidence_query("anchors_line"), line, prepare=True).fetchall()
-    conn.execute(evidence_query("anchors_line_newest"), line, prepare=True).fetchall()
     probe = {**where, "hashes": None, "limit": UNTEXTED_LIMIT}
     conn.execute(query("file_may_have_memories"), probe, prepare=True)
     conn.execute(query("pending_files"), where, prepare=True).fetchall()

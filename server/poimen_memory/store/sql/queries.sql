@@ -152,29 +152,10 @@ SELECT * FROM unnest(%(node_sha256)s::text[], %(repo)s::text[], %(commit_sha)s::
 -- name: anchors_line
 -- The anchors_* queries choose anchors for the evidence query above (and anchors_runs for the
 -- code lenses): the first max_anchors of them, in the order each states.
--- Anchors at (repo, commit, file) covering one line. Anchors are short, so the scan of
--- line_start is bounded below by the longest anchor of the repository (an index lookup).
-SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
-FROM git_anchor a
-WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
-  AND a.file = %(file)s
-  AND a.line_start BETWEEN %(line)s - (
-        SELECT s.line_end - s.line_start FROM git_anchor s
-        WHERE s.project = %(project)s AND s.repo = %(repo)s
-        ORDER BY s.line_end - s.line_start DESC LIMIT 1)
-      AND %(line)s
-  AND a.line_end >= %(line)s
-UNION ALL
-SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
-FROM git_anchor a
-WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
-  AND a.file = %(file)s AND a.line_start = 0
-ORDER BY commit_sha, file, line_start, node_sha256
-LIMIT %(max_anchors)s;
-
--- name: anchors_line_newest
--- anchors_line's anchors, newest memory first (by its node's created_at): a hover reads the
--- first few in full and only counts the rest.
+-- Anchors at (repo, commit, file) covering one line, newest memory first (by its node's
+-- created_at: a hover reads the first few in full and counts the rest). Anchors are short,
+-- so the scan of line_start is bounded below by the longest anchor of the repository (an
+-- index lookup).
 SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM (
     SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
