@@ -311,15 +311,16 @@ class BlameReuse:
         found = origin_in(row, line)
         if found is None:
             return None
-        if proposed is not None:
-            proposed(found)
         try:
-            # The row is of the blob at ``at``: the line's text now is the file's there. A
-            # commit this clone lacks has no file to agree with.
             # Without the row's boundary marks (a shallow clone's): the whole row decides.
             if not self._changed_by([found], set()):
                 return None
+            # The row is of the blob at ``at``: the line's text now is the file's there. A
+            # commit this clone lacks has no file to agree with. The lookup at the proposed
+            # origin runs while git reads that commit's file (this thread then waits on git).
             now = blamer.head_blob(path, at)
+            if proposed is not None:
+                proposed(found)
             then = repo.blobs([(found.commit, found.orig_path)])
             texts = {(c.value, p): data for (c, p), data in then.items()}
             if not agrees([found], now, texts):
