@@ -9,7 +9,6 @@ on stdin.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -27,7 +26,7 @@ from poimen_memory.gitio.runner import failure
 if TYPE_CHECKING:
     import git
 
-__all__ = ["CommitRecord", "ObjectReader", "blob_id_of", "tree_path_ok"]
+__all__ = ["CommitRecord", "ObjectReader", "tree_path_ok"]
 
 _T = TypeVar("_T")
 IDLE_S = 5.0  # the persistent processes end after this long unused
@@ -45,13 +44,6 @@ def tree_path_ok(path: str) -> bool:
         and "\x00" not in path
         and all(p not in ("", ".", "..") for p in parts)
     )
-
-
-def blob_id_of(data: bytes) -> str:
-    """The id git gives a blob of ``data`` (SHA-1: the only object format read here)."""
-    digest = hashlib.sha1(b"blob %d\x00" % len(data), usedforsecurity=False)
-    digest.update(data)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

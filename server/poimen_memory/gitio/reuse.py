@@ -27,7 +27,6 @@ from poimen_memory.gitio.incremental import (
     touching,
 )
 from poimen_memory.gitio.meanwhile import Meanwhile
-from poimen_memory.gitio.objects import blob_id_of
 from poimen_memory.gitio.shared import agrees, decode, encode, line_of, origin_in
 
 if TYPE_CHECKING:
@@ -261,8 +260,10 @@ class BlameReuse:
         if shared is None:
             return None, None
         try:
-            # The file at ``at`` is read for the vouch anyway: its id without asking git.
-            blob = blob_id_of(blamer.head_blob(path, at))
+            # The file's id through the commit's trees: a few small objects, not the file.
+            blob = repo.file_id(at, path)
+            if blob is None:
+                return None, None
             rows = shared.line(path, repo.shared_blame_fingerprint(), blob, line)
         except GitError:
             return None, None
