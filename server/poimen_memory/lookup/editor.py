@@ -17,7 +17,12 @@ from poimen_memory.lookup.errors import LookupFailed
 from poimen_memory.lookup.lenses import DocumentLenses
 from poimen_memory.lookup.located import LocatedLookups
 from poimen_memory.lookup.requests import DocumentRequest, HoverRequest
-from poimen_memory.lookup.results import DocumentMemories, LineMemory, LookupResult
+from poimen_memory.lookup.results import (
+    HOVER_SHOWN,
+    DocumentMemories,
+    LineMemory,
+    LookupResult,
+)
 from poimen_memory.store import Candidate
 from poimen_memory.store.connector import StoreRejected
 
@@ -264,7 +269,7 @@ class EditorLookups:
             if key in started or self._core.hovers.get(key) is not None:
                 return
             started[key] = self._pool.submit(
-                self._located.at_origin, where, origin, line, head_line, history
+                self._located.at_origin, where, origin, line, head_line, history, HOVER_SHOWN
             )
 
         return proposed, started
@@ -294,7 +299,10 @@ class EditorLookups:
                     self._core.hovers.put(key, result)
             else:
                 result = self._core.hovers.get_or_compute(
-                    key, lambda: self._located.at_origin(where, origin, line, head_line, history)
+                    key,
+                    lambda: self._located.at_origin(
+                        where, origin, line, head_line, history, HOVER_SHOWN
+                    ),
                 )
         where.blamer.warm(where.file, where.rev)
         return result if result is not None and result.memories else None

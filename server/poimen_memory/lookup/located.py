@@ -15,7 +15,7 @@ from poimen_memory.lookup.earlier import earlier_versions
 from poimen_memory.lookup.errors import LookupFailed, LookupInputError, NotInRepository
 from poimen_memory.lookup.origins import match_evidence, origin_runs
 from poimen_memory.lookup.requests import MAX_LINE, ByGitRequest
-from poimen_memory.lookup.results import HOVER_SHOWN, Earlier, LookupResult, assemble
+from poimen_memory.lookup.results import Earlier, LookupResult, assemble
 from poimen_memory.lookup.rewrites import Found, Miss, Rewrites, landed_nodes
 from poimen_memory.store import Candidate, Evidence
 
@@ -137,16 +137,23 @@ class LocatedLookups:
         return replace(result, truncated=page.after is not None)
 
     def at_origin(
-        self, where: FileAt, origin: BlameLine, line: int, rev_line: int, history: int
+        self,
+        where: FileAt,
+        origin: BlameLine,
+        line: int,
+        rev_line: int,
+        history: int,
+        read: int | None = None,
     ) -> LookupResult:
         """The memories of one line (``line`` as the caller numbers it, ``rev_line`` at
         ``rev``) from its origin: anchors there, else those of rewritten commits that landed
-        there; with ``history``, those of the versions it replaced too."""
+        there; with ``history``, those of the versions it replaced too. ``read``: only the
+        newest that many anchors' memories are read, the rest counted (``evidence_total``;
+        what a hover shows)."""
         project, repo_id, blamer = where.project, where.repo_id, where.blamer
         store = self._core.store
-        # The newest few in full (what a hover shows), the rest counted.
         page = store.newest_at_line(
-            project, repo_id, origin.commit, origin.orig_path, origin.orig_line, HOVER_SHOWN
+            project, repo_id, origin.commit, origin.orig_path, origin.orig_line, read
         )
         rows = page.rows
         found = [] if rows else self.find_rewritten(where, [(origin, line, rev_line)])
@@ -165,11 +172,10 @@ class LocatedLookups:
         )
         lines_of: dict[Sha256Hash, list[int]] = {r.node.sha256: [line] for r in rows}
         result = _with_rewritten(repo_id, rows, lines_of, found, earlier, line)
-        read = len(lines_of)
-        if page.nodes <= read:
+        if read is None or page.nodes <= len(lines_of):
             return result
         # The evidence not read, counted: the line's in all is that and what was read.
-        return replace(result, evidence_total=len(result.evidence) + page.nodes - read)
+        return replace(result, evidence_total=len(result.evidence) + page.nodes - len(lines_of))
 
     def prefetch_rewritten(self, where: FileAt) -> list[Candidate] | None:
         """The candidates for all of a file's line texts (``Rewrites.prefetch``), read while
