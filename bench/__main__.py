@@ -485,7 +485,7 @@ class Bench:
                 line_params = {"project": project, "repo": RepoId(REPO_ID),
                                "commit_sha": CommitSha(params["commit"]), "file": params["file"],
                                "line": params["line"], "max_anchors": MAX_ANCHORS + 1,
-                               "page": MAX_ANCHORS}  # fmt: skip
+                               "page": MAX_ANCHORS, "newest": False}  # fmt: skip
                 statements[f"by_git {line}"] = lambda p=line_params: run(
                     evidence_query("anchors_line"), p
                 )

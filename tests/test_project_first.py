@@ -78,6 +78,7 @@ UNCAST: dict[str, Any] = {
     "est_bytes": 1000,
     "file_id": 1,
     "key": 42,
+    "newest": True,  # anchors_line: the hover's read (its node join too)
 }
 CAST: dict[str, Any] = {
     "text": "x",

@@ -366,30 +366,33 @@ def test_a_limited_roles_lookup_uses_the_project_index_and_checks_its_projects_o
         "commit_sha": faults.kong.commits["abc123"], "file": "src/kong/buffer.rs", "line": 42,
         "max_anchors": 50,
     }  # fmt: skip
-    with psycopg.connect(roles.dsns["limited"]) as conn:
-        conn.execute("SET enable_seqscan = off")  # a few rows: ask whether the index can serve
-        ((plan,),) = conn.execute(
-            "EXPLAIN (VERBOSE, FORMAT JSON) " + query("anchors_line"), params
-        ).fetchall()
 
     def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield node
         for child in node.get("Plans", []):
             yield from nodes(child)
 
-    every = list(nodes(plan[0]["Plan"]))
-    once = " ".join(
-        str(n.get("Output")) for n in every if n.get("Parent Relationship") == "InitPlan"
-    )
-    assert "poimen_unrestricted()" in once
-    assert "poimen_role_projects()" in once
-    for node in every:  # no condition calls them row by row
-        for key in ("Filter", "Index Cond", "Recheck Cond"):
-            assert "poimen_" not in node.get(key, ""), (key, node[key])
-    assert "SubPlan" not in {n.get("Parent Relationship") for n in every}
-    scans = [n for n in every if n.get("Relation Name") == "git_anchor"]
-    assert scans
-    assert all("project = '" in n.get("Index Cond", "") for n in scans), scans
+    for newest in (False, True):  # by-git's read, and a hover's (newest memory first)
+        with psycopg.connect(roles.dsns["limited"]) as conn:
+            conn.execute("SET enable_seqscan = off")  # a few rows: can the index serve?
+            ((plan,),) = conn.execute(
+                "EXPLAIN (VERBOSE, FORMAT JSON) " + query("anchors_line"),
+                {**params, "newest": newest},
+            ).fetchall()
+        every = list(nodes(plan[0]["Plan"]))
+        once = " ".join(
+            str(n.get("Output")) for n in every if n.get("Parent Relationship") == "InitPlan"
+        )
+        assert "poimen_unrestricted()" in once
+        assert "poimen_role_projects()" in once
+        for node in every:  # no condition calls them row by row
+            for key in ("Filter", "Index Cond", "Recheck Cond"):
+                assert "poimen_" not in node.get(key, ""), (key, node[key])
+        assert "SubPlan" not in {n.get("Parent Relationship") for n in every}
+        for table in ("git_anchor", "memory_node") if newest else ("git_anchor",):
+            scans = [n for n in every if n.get("Relation Name") == table]
+            assert scans, table
+            assert all("project = '" in n.get("Index Cond", "") for n in scans), scans
 
 
 _WRITTEN = "{} written by `mem ingest` as alpha's role."

@@ -176,7 +176,8 @@ class EvidenceReads:
         that many anchors' evidence is read (node, commit, the nodes above), and ``nodes``
         counts the memories of all."""
         params = {"project": project, "repo": repo, "commit_sha": commit, "file": file}
-        return self._page("anchors_line", {**params, "line": line}, MAX_ANCHORS, read)
+        params |= {"line": line, "newest": read is not None}
+        return self._page("anchors_line", params, MAX_ANCHORS, read)
 
     def evidence_for_runs(
         self, project: ProjectId, repo: RepoId, runs: Iterable[Run]
@@ -383,7 +384,7 @@ def warm_connection(conn: Connection) -> None:
     nobody = trusted(ProjectId, "")
     where = {"project": nobody, "repo": RepoId("none.invalid/none"), "file": ""}
     commit = CommitSha("0" * 40)
-    line = {**where, "commit_sha": commit, "line": 1, "max_anchors": 2, "page": 1}
+    line = {**where, "commit_sha": commit, "line": 1, "max_anchors": 2, "page": 1, "newest": True}
     conn.execute(evidence_query("anchors_line"), line, prepare=True).fetchall()
     probe = {**where, "hashes": None, "limit": UNTEXTED_LIMIT}
     conn.execute(query("file_may_have_memories"), probe, prepare=True)

@@ -152,10 +152,11 @@ SELECT * FROM unnest(%(node_sha256)s::text[], %(repo)s::text[], %(commit_sha)s::
 -- name: anchors_line
 -- The anchors_* queries choose anchors for the evidence query above (and anchors_runs for the
 -- code lenses): the first max_anchors of them, in the order each states.
--- Anchors at (repo, commit, file) covering one line, newest memory first (by its node's
--- created_at: a hover reads the first few in full and counts the rest). Anchors are short,
--- so the scan of line_start is bounded below by the longest anchor of the repository (an
--- index lookup).
+-- Anchors at (repo, commit, file) covering one line, by (node, line_start, line_end); with
+-- %(newest)s, newest memory first (by its node's created_at: a hover reads the first few in
+-- full and counts the rest; without it, no node is looked up here). Anchors are short, so
+-- the scan of line_start is bounded below by the longest anchor of the repository (an index
+-- lookup).
 SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
 FROM (
     SELECT a.node_sha256, a.repo, a.commit_sha, a.file, a.line_start, a.line_end
@@ -174,7 +175,11 @@ FROM (
     WHERE a.project = %(project)s AND a.repo = %(repo)s AND a.commit_sha = %(commit_sha)s
       AND a.file = %(file)s AND a.line_start = 0
 ) AS a
-LEFT JOIN memory_node n ON n.project = %(project)s AND n.sha256 = a.node_sha256
+LEFT JOIN LATERAL (
+    SELECT n.created_at FROM memory_node n
+    WHERE %(newest)s AND n.project = %(project)s AND n.sha256 = a.node_sha256
+    LIMIT 1
+) AS n ON true
 ORDER BY n.created_at DESC NULLS LAST, a.node_sha256, a.line_start, a.line_end
 LIMIT %(max_anchors)s;
 
