@@ -152,7 +152,7 @@ SELECT * FROM unnest(%(node_sha256)s::text[], %(repo)s::text[], %(commit_sha)s::
 -- name: anchors_line
 -- The anchors_* queries choose anchors for the evidence query above (and anchors_runs for the
 -- code lenses): the first max_anchors of them, in the order each states.
--- Anchors at (repo, commit, file) covering one line, by (node, line_start, line_end); with
+-- Anchors at (repo, commit, file) covering one line, by (line_start, node); with
 -- %(newest)s, newest memory first (by its node's created_at: a hover reads the first few in
 -- full and counts the rest; without it, no node is looked up here). Anchors are short, so
 -- the scan of line_start is bounded below by the longest anchor of the repository (an index
@@ -180,7 +180,7 @@ LEFT JOIN LATERAL (
     WHERE %(newest)s AND n.project = %(project)s AND n.sha256 = a.node_sha256
     LIMIT 1
 ) AS n ON true
-ORDER BY n.created_at DESC NULLS LAST, a.node_sha256, a.line_start, a.line_end
+ORDER BY n.created_at DESC NULLS LAST, a.line_start, a.node_sha256, a.line_end
 LIMIT %(max_anchors)s;
 
 -- name: anchors_runs
