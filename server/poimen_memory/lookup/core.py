@@ -226,16 +226,16 @@ class LookupCore:
         if self.pending is None:
             return
         scope = project or self.project_for_repo(repo_id)
-        key = (scope, repo_id, head)
-        files = self.pending_files.get(key)
-        if files is None:
+
+        def compute() -> set[str] | None:
             try:
-                files = self.store.pending_files(scope, repo_id)
+                return self.store.pending_files(scope, repo_id)
             except (StoreUnavailable, ContentError) as exc:
                 log.debug("pending anchors of %s not read: %s", repo_id, exc)
-                return
-            files = self.pending_files.setdefault(key, files)
-        if rel not in files:
+                return None
+
+        files = self.pending_files.get_or_compute((scope, repo_id, head), compute)
+        if files is None or rel not in files:
             return
         may_wait()  # settling writes to the store
         try:

@@ -19,12 +19,14 @@ V = TypeVar("V")
 
 class Memo(Generic[K, V]):
     """The ``maxsize`` answers used last, by key, behind a lock of their own. An answer is
-    computed outside the lock (two threads may compute the same one; the last kept wins),
+    computed outside the lock, once when threads ask for it at once (``get_or_compute``),
     and None is never kept."""
 
     def __init__(self, maxsize: int) -> None:
         self._entries: LRUCache[K, V] = LRUCache(maxsize)
         self._lock = threading.Lock()
+        # Keys being computed, each with what its waiters wait on.
+        self._running: dict[K, threading.Event] = {}
 
     @property
     def maxsize(self) -> int:
@@ -52,13 +54,39 @@ class Memo(Generic[K, V]):
 
     def get_or_compute(self, key: K, compute: Callable[[], V | None]) -> V | None:
         """The answer kept for ``key``, else ``compute()`` (called outside the lock), kept
-        unless it is None."""
+        unless it is None. Threads asking for the same key at once compute it once: the
+        others wait for that answer (and compute their own if it is None or fails)."""
         found = self.get(key)
-        if found is None:
-            may_wait()
+        if found is not None:
+            return found
+        may_wait()
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                return found
+            running = self._running.get(key)
+            if running is None:
+                running = self._running[key] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            running.wait()
+            found = self.get(key)
+            if found is not None:
+                return found
+            found = compute()  # the first computation kept nothing: this one's own
+            if found is not None:
+                self.put(key, found)
+            return found
+        try:
             found = compute()
             if found is not None:
                 self.put(key, found)
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+            running.set()
         return found
 
     def drop_where(self, doomed: Callable[[K], bool]) -> int:
