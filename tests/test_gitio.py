@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from poimen_memory.gitio import (
     UnknownCommit,
     UnsafeArgument,
     Untracked,
+    blob_id_of,
     map_buffer_to_head,
     normalize_remote,
 )
@@ -544,3 +547,45 @@ def test_a_file_s_id_through_its_trees_is_git_s_blob_id(tmp_path: Path) -> None:
     assert repo.file_id(CommitSha(repo_dir.commits["c2"]), "link") is not None
     assert repo.file_id(CommitSha(repo_dir.commits["c2"]), "mod") is None
     assert repo.file_id("0" * 40, "top.txt") is None
+
+
+# -- a buffer recognised as HEAD's text by its id -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"one line\n", b"no newline at the end", b"crlf\r\nlines\r\n", b"\x00\xffbinary"],
+)
+def test_blob_id_of_is_gits_hash_object(tmp_path: Path, data: bytes) -> None:
+    src = tmp_path / "data"
+    src.write_bytes(data)
+    expected = subprocess.run(
+        ["git", "hash-object", "--no-filters", str(src)],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert blob_id_of(data) == expected
+
+
+def test_a_buffer_of_heads_text_is_known_by_its_id_without_reading_the_file(
+    tmp_path: Path, kong: FixtureRepo
+) -> None:
+    path = "src/kong/buffer.rs"
+    blamer = Blamer(GitRepo.discover(kong.root), BlameCache(tmp_path / "c.db"))
+    head = blamer.repo.head()
+    data = (kong.root / path).read_bytes()
+    text = data.decode("utf-8")
+    sha = hashlib.sha256(data).hexdigest()
+    edited = text.replace("\n", "\n// typed\n", 1)
+    edited_id = blob_id_of(edited.encode())
+    # Another text, or another text's id, is not HEAD's; nothing is remembered for it.
+    assert not blamer.same_text(path, head, edited, edited_id, sha)
+    assert not blamer.same_text(path, head, text, "", sha)
+    assert blamer.text_sha(path, head) is None
+
+    def unread(*_: object) -> bytes:
+        raise AssertionError("the file was read from git")
+
+    blamer.repo.blob = unread  # type: ignore[method-assign]
+    assert blamer.same_text(path, head, text, blob_id_of(data), sha)
+    assert blamer.text_sha(path, head) == sha
+    assert blamer.head_blob(path, head) == data  # the buffer's bytes, git not asked

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from poimen_memory.lookup import DocumentRequest, HoverRequest, LookupService
+from poimen_memory.lookup import DocumentRequest, HoverRequest, LookupService, build_service
+from poimen_memory.store import Store
 
 from .gitrepo import ALICE, BOB, CAROL
 from .scenes import APP, Scene, at, base, insert, memory, put
@@ -260,3 +261,24 @@ def test_a_memory_on_short_lines_recorded_after_a_rename_is_looked_for_where_it_
     service = scene.service()
     _quiet(service, repo.root / OTHER)
     _shown(service, repo.root / "src/renamed.rs", 7, {6, 7})
+
+
+def test_a_file_just_opened_is_readied_without_a_blame(scene: Scene) -> None:
+    """``prepare`` (a server does it when a file opens) looks at what the first lookup asks
+    before its blame: once it has, the quiet file's lens and hover need no store (closed
+    here) and no blame; the file with memories is readied but not blamed."""
+    _leased(scene)
+    store = Store(scene.store.dsn)
+    service = build_service(
+        store, [scene.repo.root], scene.project, cache_path=scene.tmp / "prepared.db"
+    )
+    other, app = scene.repo.root / OTHER, scene.repo.root / APP
+    for path in (other, app):
+        service.prepare(DocumentRequest(file=str(path), text=path.read_text()))
+    assert service.needs_blame(other) and service.needs_blame(app), "prepare blamed"
+    store.close()
+    doc = service.document(DocumentRequest(file=str(other), text=other.read_text()))
+    assert doc is not None
+    assert doc.by_line == {}
+    assert service.hover(HoverRequest(file=str(other), line=3, text=other.read_text())) is None
+    assert service.needs_blame(other)

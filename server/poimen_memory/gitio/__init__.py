@@ -25,6 +25,7 @@ from poimen_memory.gitio.history import (
 )
 from poimen_memory.gitio.identity import local_identity, normalize_remote
 from poimen_memory.gitio.linemap import map_buffer_to_head
+from poimen_memory.gitio.objects import blob_id_of
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.runner import GitRunner
 from poimen_memory.gitio.runner import stop_all as stop_git
@@ -52,6 +53,7 @@ __all__ = [
     "UnsafeArgument",
     "Untracked",
     "ancestors_of",
+    "blob_id_of",
     "changes",
     "commits_since",
     "line_hash",

@@ -141,6 +141,23 @@ class Blamer:
         if text_sha is not None:
             self.cache.put_head_file(self._repo_key(), path, rev, last, text_sha)
 
+    def same_text(self, path: str, rev: CommitSha, text: str, git_id: str, text_sha: str) -> bool:
+        """Whether the file at ``rev`` is ``text`` (an editor's buffer), whose id as git's
+        file is ``git_id`` and whose sha256 is ``text_sha``: told by the id in ``rev``'s
+        trees, the file unread. If so, the text's bytes are remembered as the file's, as
+        ``head_blob`` would have read them."""
+        if not git_id or self.repo.file_id(rev, path) != git_id:
+            return False
+        data = text.encode("utf-8", "surrogateescape")
+        key = (path, rev)
+        with self._lock:
+            self._texts[key] = data
+            self._digests[key] = text_sha
+            last = self._last.get(key)
+        if last is not None:
+            self.cache.put_head_file(self._repo_key(), path, rev, last, text_sha)
+        return True
+
     def text_sha(self, path: str, rev: CommitSha) -> str | None:
         """sha256 of the file's text at ``rev`` if known (memory or the persistent cache), so
         an unchanged buffer is recognised without reading the blob."""

@@ -9,6 +9,7 @@ on stdin.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -17,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, TypeVar
+
+from cachetools import LRUCache
 
 from poimen_memory.errors import may_wait
 from poimen_memory.gitio.blame import commit_time
@@ -57,12 +60,26 @@ class CommitRecord:
     message: str
 
 
+FILE_IDS_KEPT = 1024
+"""How many (commit, path) file ids the object reader remembers."""
+
+
+def blob_id_of(data: bytes) -> str:
+    """The id git gives ``data`` as a file (``git hash-object``) in a repository of SHA-1
+    ids, the only kind the object reader reads."""
+    digest = hashlib.sha1(b"blob %d\x00" % len(data), usedforsecurity=False)
+    digest.update(data)
+    return digest.hexdigest()
+
+
 class ObjectReader:
     """Reads objects of one repository through GitPython, one request at a time."""
 
     def __init__(self, repo: git.Repo) -> None:
         self._repo = repo
         self._lock = threading.Lock()
+        self._file_ids: LRUCache[tuple[str, str], str | None] = LRUCache(FILE_IDS_KEPT)
+        self._ids_lock = threading.Lock()
         self._used = 0.0
         self._timer: threading.Timer | None = None
         # The processes end with their reader (or at exit), not whenever the collector runs.
@@ -100,7 +117,18 @@ class ObjectReader:
     def file_id(self, commit: str, path: str) -> str | None:
         """The id of the file (blob, or symlink) at ``path`` in ``commit``, found through the
         commit's trees on the contents process: no ``--batch-check`` process is started for
-        it, and no file is read. None when there is no such file."""
+        it, and no file is read. None when there is no such file. Remembered (a commit's
+        trees never change)."""
+        key = (commit, path)
+        with self._ids_lock:
+            if key in self._file_ids:
+                return self._file_ids[key]
+        found_id = self._file_id(commit, path)
+        with self._ids_lock:
+            self._file_ids[key] = found_id
+        return found_id
+
+    def _file_id(self, commit: str, path: str) -> str | None:
         found = self.data(commit)
         if found is None or found[0] != "commit" or not found[1].startswith(b"tree "):
             return None

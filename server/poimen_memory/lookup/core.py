@@ -13,7 +13,7 @@ from typing import Any
 
 from poimen_memory.domain import CommitSha, ContentError, ProjectId, RepoId
 from poimen_memory.errors import StoreUnavailable, may_wait
-from poimen_memory.gitio import Blamer, GitError, GitRepo
+from poimen_memory.gitio import Blamer, GitError, GitRepo, blob_id_of
 from poimen_memory.lookup.checkouts import Checkouts
 from poimen_memory.lookup.errors import LookupInputError
 from poimen_memory.lookup.memo import Memo
@@ -60,19 +60,23 @@ CACHE_SIZES = {
 
 @dataclass(frozen=True, slots=True)
 class TextFacts:
-    """What the limits look at in a text, and its sha256 (to recognise HEAD's text)."""
+    """What the limits look at in a text, its sha256 (to recognise HEAD's text) and the id
+    git gives it as a file (to recognise HEAD's text by the id in HEAD's tree, unread)."""
 
     sha256: str
     size: int
     lines: int
     binary: bool
+    git_id: str = ""
 
     @classmethod
     def of(cls, repo: GitRepo, data: bytes, hashed: bool = True) -> TextFacts:
-        """The facts of ``data`` (lines as git counts them; ``hashed``: with its sha256)."""
+        """The facts of ``data`` (lines as git counts them; ``hashed``: with its sha256 and
+        its id as git's file)."""
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         digest = hashlib.sha256(data).hexdigest() if hashed else ""
-        return cls(digest, len(data), lines, repo.is_binary(data))
+        git_id = blob_id_of(data) if hashed else ""
+        return cls(digest, len(data), lines, repo.is_binary(data), git_id)
 
     def within(self, max_bytes: int | None, max_lines: int | None) -> bool:
         """A text file within both limits."""

@@ -90,7 +90,7 @@ class EditorLookups:
             # (Answered only if the buffer is HEAD's text: then its line is HEAD's line.)
             proposed, early = self._early(where, line, line, history)
             speculative = self._pool.submit(blamer.origin, rel, line, head, proposed=proposed)
-        if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
+        if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines, buffer_text):
             if speculative is not None:
                 speculative.cancel()
             return None
@@ -128,7 +128,7 @@ class EditorLookups:
         if opened is None:
             return None
         repo_id, blamer, rel, head, facts = opened
-        if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines):
+        if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines, buffer_text):
             return None
         self._core.settle_pending(project, repo_id, blamer, rel, head)
         scope = project or self._core.project_for_repo(repo_id)
@@ -172,8 +172,10 @@ class EditorLookups:
         doc = self._core.documents.get_or_compute((scope, repo_id, rel, head), compute)
         if doc is None:
             return None
-        if buffer_text is None:
-            return doc
+        if buffer_text is None or (
+            facts is not None and blamer.text_sha(rel, head) == facts.sha256
+        ):
+            return doc  # the file as saved, or a buffer of HEAD's text
         try:
             mapping = self._buffer_to_head(blamer, rel, head, buffer_text)
         except GitError:
@@ -185,6 +187,22 @@ class EditorLookups:
             if head_line is not None and head_line in doc.by_line:
                 by_line[index + 1] = doc.by_line[head_line]
         return DocumentMemories(repo_id, rel, by_line)
+
+    def prepare(self, req: DocumentRequest) -> None:
+        """Look now at what the first hover or code lens of a file just opened asks before
+        its blame: the buffer's facts, the file's lines waiting for a commit, whether the
+        project can have memories in it, and HEAD's facts (each remembered per file and
+        HEAD, so that lookup finds them). No blame runs. Failures are left for that lookup
+        to meet and report."""
+        opened = self._open(req)
+        if opened is None:
+            return
+        repo_id, blamer, rel, head, facts = opened
+        self._core.settle_pending(req.project, repo_id, blamer, rel, head)
+        scope = req.project or self._core.project_for_repo(repo_id)
+        if self._core.quiet(scope, repo_id, blamer, rel, head):
+            return
+        self._within_limits(blamer, rel, head, facts, *self._limits(), req.text)
 
     def needs_blame(self, path: str | Path) -> bool:
         """Whether a document lookup of ``path`` would run a whole-file blame (for progress)."""
@@ -207,19 +225,26 @@ class EditorLookups:
         buffer: TextFacts | None,
         max_bytes: int | None,
         max_lines: int | None,
+        text: str | None = None,
     ) -> bool:
         """The one check of the limits, made by every editor lookup (each hover, each
         document), whatever is cached: the buffer (when the file is open) and the file at HEAD
         are both text within ``max_bytes`` and ``max_lines``. HEAD's facts are remembered
-        per (file, HEAD): the buffer's when it is HEAD's text (recognised by its hash), else
-        the blob's (read once)."""
+        per (file, HEAD): the buffer's when it is HEAD's text (recognised by its hash, or by
+        its id as git's file against the one in HEAD's tree), else the blob's (read once)."""
         if buffer is not None and not buffer.within(max_bytes, max_lines):
             return False
 
         def compute() -> TextFacts | None:
-            if buffer is not None and blamer.text_sha(rel, head) == buffer.sha256:
-                return buffer
             try:
+                if buffer is not None and (
+                    blamer.text_sha(rel, head) == buffer.sha256
+                    or (
+                        text is not None
+                        and blamer.same_text(rel, head, text, buffer.git_id, buffer.sha256)
+                    )
+                ):
+                    return buffer
                 return TextFacts.of(blamer.repo, blamer.head_blob(rel, head), hashed=False)
             except GitError:
                 return None

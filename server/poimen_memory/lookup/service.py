@@ -74,6 +74,11 @@ class LookupService:
         ``EditorLookups.document``); None for a file that is binary or over the limits."""
         return self._editor.document(req)
 
+    def prepare(self, req: DocumentRequest) -> None:
+        """Ready the first hover or code lens of a file just opened, without blaming it (see
+        ``EditorLookups.prepare``)."""
+        self._editor.prepare(req)
+
     def needs_blame(self, path: str | Path) -> bool:
         """Whether a document lookup of ``path`` would run a whole-file blame (for progress)."""
         return self._editor.needs_blame(path)
