@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import sys
 import threading
@@ -17,7 +18,8 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from poimen_memory.lookup import LookupFailed, LookupInputError
+from poimen_memory.lookup import DocumentRequest, LookupFailed, LookupInputError
+from poimen_memory.lsp import buffers
 from poimen_memory.lsp.buffers import Buffer
 
 if TYPE_CHECKING:
@@ -26,12 +28,15 @@ if TYPE_CHECKING:
 __all__ = [
     "Document",
     "PendingRoots",
+    "did_open",
     "give_back_memory",
     "locate",
     "open_document",
     "workspace_path",
     "workspace_roots",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +146,25 @@ def open_document(ls: PoimenServer, uri: str) -> Document | None:
     # pygls keys its documents by the unquoted URI.
     doc = ls.workspace.text_documents.get(unquote(uri))
     return Document(uri, path, doc, None if doc is None else doc.version)
+
+
+def did_open(ls: PoimenServer, params: types.DidOpenTextDocumentParams) -> None:
+    """The document is the client's now (``buffers.did_open``); its first hover or code lens
+    is readied in a worker meanwhile (``LookupService.prepare``: no blame)."""
+    buffers.did_open(ls, params)
+    config = ls.state.config
+    if ls.state.services is not None and (config.hover.enabled or config.code_lens.enabled):
+        ls.workers.submit(_prepare, ls, params.text_document.uri)
+
+
+def _prepare(ls: PoimenServer, uri: str) -> None:
+    doc = open_document(ls, uri)
+    if doc is None or doc.over_lines(ls.state.config.blame.max_file_lines):
+        return
+    try:
+        ls.service.prepare(DocumentRequest(file=str(doc.path), text=doc.text))
+    except Exception as exc:  # only a head start: the lookup meets and reports it again
+        log.debug("%s not readied: %s: %s", doc.path, type(exc).__name__, exc)
 
 
 def locate(ls: PoimenServer, body: Mapping[str, Any], required: bool) -> Mapping[str, Any]:

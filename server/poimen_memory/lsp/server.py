@@ -36,8 +36,8 @@ from poimen_memory.domain import ContentError
 from poimen_memory.errors import StoreUnavailable, WouldWait, nonblocking
 from poimen_memory.lookup import LookupFailed, LookupService
 from poimen_memory.lsp import UNREACHABLE, WAITS, Waits
-from poimen_memory.lsp.buffers import did_change, did_close, did_open
-from poimen_memory.lsp.documents import PendingRoots
+from poimen_memory.lsp.buffers import did_change, did_close
+from poimen_memory.lsp.documents import PendingRoots, did_open
 from poimen_memory.lsp.hover import HoverTexts, hover
 from poimen_memory.lsp.lenses import DocLenses, code_lens, resolve_code_lens
 from poimen_memory.lsp.lifecycle import (
