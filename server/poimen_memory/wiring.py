@@ -70,13 +70,20 @@ def open_store(
     statement_timeout_ms: int | None = None,
     lazy: bool = False,
     warm: bool = False,
+    max_size: int = 4,
 ) -> Store:
     """The store the settings name (``dsn``), else the embedded one under ``data_dir``.
     ``lazy`` returns at once and connects on first use (and again after a failure); ``warm``
-    (a server) readies each connection for lookups as it opens."""
+    (a server) readies each connection for lookups as it opens; ``max_size`` connections at
+    most (1: one connection, no pool's threads, for one-shot work)."""
     target, _ = store_target(settings)
     return Store(
-        target, timeout=timeout, statement_timeout_ms=statement_timeout_ms, lazy=lazy, warm=warm
+        target,
+        timeout=timeout,
+        statement_timeout_ms=statement_timeout_ms,
+        lazy=lazy,
+        warm=warm,
+        max_size=max_size,
     )
 
 

@@ -166,7 +166,7 @@ def _ingest(
         cache_path=settings.blame_cache_path,
         pending_days=settings.pending_days,
     )
-    with open_store(settings) as store:
+    with open_store(settings, max_size=1) as store:  # one-shot: one connection, as `mem ingest`
         return ingest(payload.transcripts(), store, options, repo=repo), choice
 
 

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import conninfo
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from poimen_memory.domain import ContentError
 from poimen_memory.errors import SchemaMissing, may_wait
@@ -75,6 +75,67 @@ def _reason(exc: psycopg.Error) -> str:
     """The server's one-line message, without its CONTEXT and HINT lines."""
     primary = exc.diag.message_primary if exc.sqlstate else None
     return " ".join((primary or str(exc) or type(exc).__name__).split())
+
+
+class _OneConnection:
+    """What a store of one connection (``max_size=1``: a one-shot command, a hook's worker)
+    needs of a pool, with no thread started: the connection, lent to one user at a time
+    (the others wait up to the timeout, as for a pool of one), given back rolled back if a
+    transaction was left open, and replaced once it is found broken."""
+
+    def __init__(
+        self,
+        first: Connection,
+        connect: Callable[[], Connection],
+        configure: Callable[[Connection], None],
+    ) -> None:
+        self._conn: Connection | None = first
+        self._connect = connect
+        self._configure = configure
+        self._lock = threading.Lock()
+        self._closing = False
+        configure(first)
+
+    @contextmanager
+    def connection(self, timeout: float) -> Iterator[Connection]:
+        """The connection, once no one else holds it (PoolTimeout after ``timeout`` s)."""
+        if not self._lock.acquire(timeout=timeout):
+            raise PoolTimeout(f"couldn't get a connection after {timeout:.2f} sec")
+        try:
+            if self._closing:
+                raise PoolClosed("the connection was closed")
+            conn = self._conn
+            if conn is None or conn.closed:
+                conn = self._conn = self._connect()
+                self._configure(conn)
+            try:
+                yield conn
+            finally:
+                if self._closing:
+                    conn.close()
+                if conn.broken or conn.closed:
+                    self._conn = None
+                elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    try:
+                        conn.rollback()
+                    except psycopg.Error:
+                        conn.close()
+                        self._conn = None
+        finally:
+            self._lock.release()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Close the connection, waiting up to ``timeout`` s for its user; one still in use
+        then is closed as it is given back."""
+        self._closing = True
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            return
+        try:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+        finally:
+            self._lock.release()
 
 
 def _handing_over(first: Connection) -> type[Connection]:
@@ -131,7 +192,7 @@ class Connector:
             "autocommit": True,
             "options": options,
         }
-        self._pool: ConnectionPool[Connection] | None = None
+        self._pool: ConnectionPool[Connection] | _OneConnection | None = None
         self._pool_lock = threading.Lock()
         self._last_attempt = float("-inf")
         self._last_error = f"memory store unreachable at {describe_target(dsn)}"
@@ -149,13 +210,22 @@ class Connector:
             # Fail fast and clearly when nothing answers, before a pool retries in the
             # background; the connection that answered is the pool's first, not one more.
             kwargs = self._kwargs
-            first = connect(
-                self.dsn,
-                timeout=int(kwargs["connect_timeout"]),
-                autocommit=True,
-                row_factory=kwargs["row_factory"],
-                options=kwargs["options"],
-            )
+
+            def one() -> Connection:
+                conn: Connection = connect(
+                    self.dsn,
+                    timeout=int(kwargs["connect_timeout"]),
+                    autocommit=True,
+                    row_factory=kwargs["row_factory"],
+                    options=kwargs["options"],
+                )
+                return conn
+
+            first = one()
+            if self.max_size == 1:  # no pool's threads for one connection
+                self._pool = _OneConnection(first, one, self._configure)
+                self._schema_checked = float("-inf")
+                return
             pool: ConnectionPool[Connection] = ConnectionPool(
                 self.dsn,
                 connection_class=_handing_over(first),
@@ -229,7 +299,7 @@ class Connector:
         if pool is not None:
             pool.close()
 
-    def _drop(self, pool: ConnectionPool[Connection]) -> None:
+    def _drop(self, pool: ConnectionPool[Connection] | _OneConnection) -> None:
         with self._pool_lock:
             if self._pool is pool:
                 self._pool = None
