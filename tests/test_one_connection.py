@@ -51,7 +51,8 @@ def test_a_failed_transaction_is_rolled_back_and_the_connection_kept(store_dsn: 
         with one._connector.connection(read=True) as conn:
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             found = conn.execute("SELECT to_regclass('pg_temp.left_open') AS t").fetchone()
-            assert found is not None and found["t"] is None
+            assert found is not None
+            assert found["t"] is None
         assert _backend_pid(one) == pid
 
 

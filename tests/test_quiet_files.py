@@ -275,7 +275,8 @@ def test_a_file_just_opened_is_readied_without_a_blame(scene: Scene) -> None:
     other, app = scene.repo.root / OTHER, scene.repo.root / APP
     for path in (other, app):
         service.prepare(DocumentRequest(file=str(path), text=path.read_text()))
-    assert service.needs_blame(other) and service.needs_blame(app), "prepare blamed"
+    assert service.needs_blame(other), "prepare blamed"
+    assert service.needs_blame(app), "prepare blamed"
     store.close()
     doc = service.document(DocumentRequest(file=str(other), text=other.read_text()))
     assert doc is not None

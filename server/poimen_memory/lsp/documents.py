@@ -153,18 +153,22 @@ def did_open(ls: PoimenServer, params: types.DidOpenTextDocumentParams) -> None:
     is readied in a worker meanwhile (``LookupService.prepare``: no blame)."""
     buffers.did_open(ls, params)
     config = ls.state.config
-    if ls.state.services is not None and (config.hover.enabled or config.code_lens.enabled):
-        ls.workers.submit(_prepare, ls, params.text_document.uri)
+    if ls.state.services is None or not (config.hover.enabled or config.code_lens.enabled):
+        return
+    if ls.ready_slots.acquire(blocking=False):
+        ls.readying.submit(_prepare, ls, params.text_document.uri)
 
 
 def _prepare(ls: PoimenServer, uri: str) -> None:
-    doc = open_document(ls, uri)
-    if doc is None or doc.over_lines(ls.state.config.blame.max_file_lines):
-        return
     try:
+        doc = open_document(ls, uri)
+        if doc is None or doc.over_lines(ls.state.config.blame.max_file_lines):
+            return
         ls.service.prepare(DocumentRequest(file=str(doc.path), text=doc.text))
     except Exception as exc:  # only a head start: the lookup meets and reports it again
-        log.debug("%s not readied: %s: %s", doc.path, type(exc).__name__, exc)
+        log.debug("%s not readied: %s: %s", uri, type(exc).__name__, exc)
+    finally:
+        ls.ready_slots.release()
 
 
 def locate(ls: PoimenServer, body: Mapping[str, Any], required: bool) -> Mapping[str, Any]:

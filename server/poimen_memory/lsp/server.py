@@ -58,6 +58,7 @@ __all__ = ["FEATURES", "PoimenServer", "ServerState", "create_server"]
 log = logging.getLogger("poimen_memory.lsp")
 T = TypeVar("T")
 U = TypeVar("U")
+READY_BACKLOG = 8  # files just opened waiting to be readied, at most
 
 
 @dataclass
@@ -92,6 +93,11 @@ class PoimenServer(LanguageServer):
         # Not pygls's thread_pool: pygls reads stdin through that pool, so lookups queued
         # behind a slow store there would hold up every message after them.
         self.workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poimen")
+        # Files just opened are readied on a thread of their own (``documents.did_open``):
+        # a burst of them never queues ahead of a lookup; past READY_BACKLOG, one is left
+        # for its first lookup to do.
+        self.readying = ThreadPoolExecutor(max_workers=1, thread_name_prefix="poimen-ready")
+        self.ready_slots = threading.BoundedSemaphore(READY_BACKLOG)
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
