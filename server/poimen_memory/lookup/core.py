@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,6 +128,9 @@ class LookupCore:
         self.pending_files: Memo[tuple[ProjectId, RepoId, CommitSha], set[str]] = Memo(
             CACHE_SIZES["pending_files"]
         )
+        # (project, repo, HEAD, file) -> settling of its pending anchors under way.
+        self._settling: dict[tuple[ProjectId, RepoId, CommitSha, str], threading.Event] = {}
+        self._settling_lock = threading.Lock()
         # (work tree, file, HEAD) -> the facts of the file at HEAD.
         self.head_facts: Memo[tuple[str, str, CommitSha], TextFacts] = Memo(
             CACHE_SIZES["head_facts"]
@@ -239,22 +243,36 @@ class LookupCore:
                 return None
 
         files = self.pending_files.get_or_compute((scope, repo_id, head), compute)
-        if files is None or rel not in files:
+        if files is None:
             return
-        may_wait()  # settling writes to the store
-        try:
-            # Looked at once per HEAD, whatever comes of it: set.remove is atomic, so of
-            # lookups at once only one goes on.
-            files.remove(rel)
-        except KeyError:
+        key = (scope, repo_id, head, rel)
+        with self._settling_lock:
+            if rel not in files and key not in self._settling:
+                return
+        may_wait()  # settling writes to the store; waiting for it waits too
+        with self._settling_lock:
+            # Looked at once per HEAD, whatever comes of it: of lookups at once one settles,
+            # and the others wait for it (their answers must see what it anchors).
+            settling = self._settling.get(key)
+            mine = settling is None and rel in files
+            if mine:
+                files.discard(rel)
+                settling = self._settling[key] = threading.Event()
+        if settling is None:
+            return
+        if not mine:
+            settling.wait()
             return
         try:
             added = self.pending(scope, repo_id, blamer, rel, head)
+            if added:
+                self.invalidate(repo_id, scope)
         except (StoreUnavailable, ContentError, GitError) as exc:
             log.info("pending anchors of %s not resolved: %s", rel, exc)
-            return
-        if added:
-            self.invalidate(repo_id, scope)
+        finally:
+            with self._settling_lock:
+                self._settling.pop(key, None)
+            settling.set()
 
     def hashes_at(
         self, blamer: Blamer, rel: str, rev: CommitSha
