@@ -148,7 +148,12 @@ class Blamer:
         ``head_blob`` would have read them."""
         if not git_id or self.repo.file_id(rev, path) != git_id:
             return False
-        data = text.encode("utf-8", "surrogateescape")
+        self._keep_text(path, rev, text.encode("utf-8", "surrogateescape"), text_sha)
+        return True
+
+    def _keep_text(self, path: str, rev: CommitSha, data: bytes, text_sha: str) -> None:
+        """Remember ``data`` (its sha256 ``text_sha``) as the file at ``rev``, and the
+        digest on disk once the last commit touching the file is known."""
         key = (path, rev)
         with self._lock:
             self._texts[key] = data
@@ -156,7 +161,6 @@ class Blamer:
             last = self._last.get(key)
         if last is not None:
             self.cache.put_head_file(self._repo_key(), path, rev, last, text_sha)
-        return True
 
     def text_sha(self, path: str, rev: CommitSha) -> str | None:
         """sha256 of the file's text at ``rev`` if known (memory or the persistent cache), so
@@ -370,15 +374,9 @@ class Blamer:
             reading.wait()
         try:
             data = self.repo.blob(rev, path)
-            text_sha = hashlib.sha256(data).hexdigest()
-            with self._lock:
-                self._texts[key] = data
-                self._digests[key] = text_sha
-                last = self._last.get(key)
+            self._keep_text(path, rev, data, hashlib.sha256(data).hexdigest())
         finally:
             with self._lock:
                 self._reading.pop(key, None)
             reading.set()
-        if last is not None:
-            self.cache.put_head_file(self._repo_key(), path, rev, last, text_sha)
         return data

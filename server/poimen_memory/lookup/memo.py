@@ -75,18 +75,16 @@ class Memo(Generic[K, V]):
             found = self.get(key)
             if found is not None:
                 return found
-            found = compute()  # the first computation kept nothing: this one's own
-            if found is not None:
-                self.put(key, found)
-            return found
+            # The first computation kept nothing: this one is its own.
         try:
             found = compute()
             if found is not None:
                 self.put(key, found)
         finally:
-            with self._lock:
-                self._running.pop(key, None)
-            running.set()
+            if mine:
+                with self._lock:
+                    self._running.pop(key, None)
+                running.set()
         return found
 
     def drop_where(self, doomed: Callable[[K], bool]) -> int:
