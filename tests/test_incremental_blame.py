@@ -24,6 +24,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, note, settings
@@ -37,6 +38,7 @@ from poimen_memory.gitio.incremental import (
     blame_from,
     checkpoint_candidates,
     line_since,
+    supported,
 )
 
 from .gitrepo import ALICE, BOB, FixtureRepo
@@ -470,7 +472,9 @@ def test_a_hover_after_head_moved_traces_from_the_blame_kept_last(
                 return found
 
             blamer._reuse.since_latest = spy  # type: ignore[method-assign]
-            got = blamer.origin(path, n, head)
+            # (What follows a traced answer in the background, run before it returns here.)
+            with mock.patch("poimen_memory.gitio.blamer.later", lambda work: work()):
+                got = blamer.origin(path, n, head)
             assert got == truth.origin(n), (kept.value, head.value, path, n)
             # The cache's key for the file at HEAD: the last commit touching it, as git says.
             assert blamer._known_last(path, head) == repo.last_commit(path, head)
@@ -503,7 +507,9 @@ def test_a_hover_after_head_moved_past_a_merge_taking_one_side_is_git_s(tmp_path
         blamer.keep(path, kept, repo.blame(path, kept))
         assert blamer.latest(path) == kept
         for line in range(1, len(repo.blame(path, head).lines) + 1):
-            assert blamer.origin(path, line, head) == repo.blame(path, head).origin(line)
+            with mock.patch("poimen_memory.gitio.blamer.later", lambda work: work()):
+                got = blamer.origin(path, line, head)
+            assert got == repo.blame(path, head).origin(line)
             asked += 1
         # The cache's key for the file at HEAD: git's last commit touching it.
         assert blamer._known_last(path, head) == repo.last_commit(path, head)
@@ -577,6 +583,36 @@ def test_where_exactness_cannot_be_promised_it_is_not_tried(
     moving = GitRepo.discover(tmp_path, detect_moves=True)
     with pytest.raises(Unsupported):
         blame_from(moving, checkpoint, CommitSha(h.commits[2]), "f.txt")
+
+
+def test_what_git_holds_beside_history_is_looked_at_again_when_it_changes(
+    tmp_path: Path,
+) -> None:
+    """``supported`` remembers its answer while the files it read are as they were: a clone
+    made shallow, grafts and replace refs (loose, then packed) after a first answer are
+    seen by the next."""
+    h = build(tmp_path, [("edit", 0, ("insert", 1, 1, ["n"])) for _ in range(2)])
+    repo = GitRepo.discover(h.root)
+    assert supported(repo) is None
+    assert supported(repo) is None  # remembered
+    shallow = h.root / ".git" / "shallow"
+    shallow.write_text(h.commits[0] + "\n")
+    assert supported(repo) == "the clone is shallow"
+    shallow.unlink()
+    assert supported(repo) is None
+    grafts = h.root / ".git" / "info" / "grafts"
+    grafts.parent.mkdir(exist_ok=True)
+    grafts.write_text(h.commits[1] + "\n")
+    assert supported(repo) == "the repository has grafts"
+    grafts.unlink()
+    assert supported(repo) is None
+    h.git("replace", h.commits[1], h.commits[0])
+    assert supported(repo) == "the repository has replace refs"
+    h.git("pack-refs", "--all")
+    assert not any((h.root / ".git" / "refs" / "replace").iterdir())
+    assert supported(repo) == "the repository has replace refs"
+    h.git("replace", "-d", h.commits[1])
+    assert supported(repo) is None
 
 
 def test_a_parent_with_the_very_same_blob_takes_every_line(tmp_path: Path) -> None:

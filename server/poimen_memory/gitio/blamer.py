@@ -29,7 +29,7 @@ from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.incremental import touching
 from poimen_memory.gitio.meanwhile import Meanwhile
 from poimen_memory.gitio.repo import GitRepo
-from poimen_memory.gitio.reuse import LADDER, BlameReuse
+from poimen_memory.gitio.reuse import LADDER, BlameReuse, later
 from poimen_memory.gitio.shared import SharedBlames
 
 __all__ = ["Blamer"]
@@ -293,26 +293,14 @@ class Blamer:
             # traced through the commits since an earlier blame) costs less than git's.
             if last is None and self.latest(path) is not None:
                 # HEAD moved since this process kept the file's blame: git blames the line
-                # over the commits since that blame only, while the last commit touching the
-                # file (the cache's key) is found beside it.
+                # over the commits since that blame only. The last commit touching the file
+                # (the cache's key) is found after the answer, not beside it (two git
+                # processes on a machine of two cores slow each other).
                 may_wait()
-                finding = Meanwhile(
-                    lambda: touching(self.repo, path, at, LADDER[0] + 1), "poimen-touching"
-                )
-                try:
-                    since = self._reuse.since_latest(path, at, line)
-                finally:
-                    finding.wait()
-                recent = finding.result()
+                since = self._reuse.since_latest(path, at, line)
                 if since is not None:
                     traced_line, checkpoint = since
-                    if recent:
-                        self._remember_last(path, at, recent[0])
-                    if recent and checkpoint.rev in recent[1:]:
-                        # The whole file from the same blame, later (cached and shared).
-                        self._reuse.complete_later(path, recent[0], checkpoint)
-                    elif warm:
-                        self.warm(path, at)
+                    later(lambda: self._after_moved(path, at, checkpoint, warm))
                     return traced_line
             # One walk gives the last commit touching the file and the checkpoint candidates.
             if recent is None:
@@ -335,6 +323,21 @@ class Blamer:
         if warm:
             self.warm(path, at)
         return found_line
+
+    def _after_moved(self, path: str, at: CommitSha, checkpoint: Blame, warm: bool) -> None:
+        """After a line was traced from ``checkpoint`` (HEAD moved to ``at``): the last commit
+        touching the file is remembered, and the whole file is blamed from the same
+        checkpoint (cached and shared), else by git when ``warm``."""
+        try:
+            recent = touching(self.repo, path, at, LADDER[0] + 1)
+        except GitError:
+            return
+        if recent:
+            self._remember_last(path, at, recent[0])
+        if recent and checkpoint.rev in recent[1:]:
+            self._reuse.complete_later(path, recent[0], checkpoint)
+        elif warm:
+            self.warm(path, at)
 
     def warm(self, path: str, rev: CommitSha) -> None:
         """Blame the whole file in a background thread (once per file and HEAD)."""

@@ -29,8 +29,12 @@ commits since the checkpoint (``line_since``). The contract is checked by ``mem 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
+
+from cachetools import LRUCache
 
 from poimen_memory.domain import CommitSha
 from poimen_memory.gitio.blame import Blame, BlameCommit, BlameLine, commit_time
@@ -48,6 +52,7 @@ from poimen_memory.gitio.blamerun import merged_ranges
 from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.files import read_regular_file
 from poimen_memory.gitio.meanwhile import Meanwhile
+from poimen_memory.gitio.refs import FileStamp, stamp
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.runner import check_not_option
 
@@ -77,25 +82,54 @@ _Run = tuple[int, int, int]
 
 
 def supported(repo: GitRepo) -> str | None:
-    """Why incremental blame cannot be exact in ``repo`` (None: it can)."""
+    """Why incremental blame cannot be exact in ``repo`` (None: it can). What .git holds is
+    looked at again only when ``lstat`` says one of the files it was read from changed (a
+    hover after HEAD moved asks this first); the configuration is the blame settings' own,
+    read with them."""
     if repo.detect_moves:
         return "move detection is on"
-    common = repo.common_dir or repo.root / ".git"
-    if read_regular_file(repo.root, common / "shallow") is not None:
-        return "the clone is shallow"
-    if (common / "info" / "grafts").exists():
-        return "the repository has grafts"
-    if (common / "refs" / "replace").is_dir() and any((common / "refs" / "replace").iterdir()):
-        return "the repository has replace refs"
-    packed = read_regular_file(repo.root, common / "packed-refs") or b""
-    if b" refs/replace/" in packed:
-        return "the repository has replace refs"
     try:
-        algorithm = repo.config_values("diff", "algorithm")
+        algorithm = repo.diff_algorithm()
     except (ValueError, KeyError, OSError):
         return "the configuration is unreadable"
-    if algorithm and algorithm[-1].lower() not in ("myers", "default"):
-        return f"diff.algorithm is {algorithm[-1]!r}"
+    if algorithm and algorithm.lower() not in ("myers", "default"):
+        return f"diff.algorithm is {algorithm!r}"
+    common = repo.common_dir or repo.root / ".git"
+    paths = (
+        common / "shallow",
+        common / "info" / "grafts",
+        common / "refs" / "replace",
+        common / "packed-refs",
+    )
+    stamps = tuple(stamp(str(p)) for p in paths)
+    key = str(common)
+    with _HISTORY_LOCK:
+        known = _HISTORY.get(key)
+    if known is not None and known[0] == stamps:
+        return known[1]
+    reason = _history_unsupported(repo.root, *paths)
+    with _HISTORY_LOCK:
+        _HISTORY[key] = (stamps, reason)
+    return reason
+
+
+_HISTORY: LRUCache[str, tuple[tuple[FileStamp, ...], str | None]] = LRUCache(maxsize=64)
+_HISTORY_LOCK = threading.Lock()
+
+
+def _history_unsupported(
+    root: Path, shallow: Path, grafts: Path, replace: Path, packed: Path
+) -> str | None:
+    """Why what .git holds beside the objects keeps the walk from being git's (None: it
+    does not)."""
+    if read_regular_file(root, shallow) is not None:
+        return "the clone is shallow"
+    if grafts.exists():
+        return "the repository has grafts"
+    if replace.is_dir() and any(replace.iterdir()):
+        return "the repository has replace refs"
+    if b" refs/replace/" in (read_regular_file(root, packed) or b""):
+        return "the repository has replace refs"
     return None
 
 

@@ -32,7 +32,7 @@ from poimen_memory.gitio.shared import agrees, decode, encode, line_of, origin_i
 if TYPE_CHECKING:
     from poimen_memory.gitio.blamer import Blamer
 
-__all__ = ["LADDER", "BlameReuse"]
+__all__ = ["LADDER", "BlameReuse", "later"]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ _LATER_S = 0.25
 """Delay before a blame found for a hover is cached and shared (in the background)."""
 
 
-def _later(work: Callable[[], None]) -> None:
+def later(work: Callable[[], None]) -> None:
     """Run ``work`` a moment from now in a daemon thread: a hover's answer goes out first,
     not sharing the interpreter with its bookkeeping."""
     timer = threading.Timer(_LATER_S, work)
@@ -238,7 +238,7 @@ class BlameReuse:
                 blamer.sources["shared"] += 1
                 blamer.cache.put(blamer._key(path, last), blame)
 
-        _later(keep)
+        later(keep)
         return (found,)
 
     def shared_line_at(
@@ -292,7 +292,7 @@ class BlameReuse:
                 blamer.sources["shared"] += 1
                 blamer.cache.put(blamer._key(path, last), blame)
 
-        _later(keep)
+        later(keep)
         return (found,), recent
 
     def _vouched_line(
@@ -378,7 +378,7 @@ class BlameReuse:
     def complete_later(self, path: str, last: CommitSha, checkpoint: Blame) -> None:
         """The whole-file blame at ``last`` from ``checkpoint``, in the background (cached and
         shared), after a line was traced from it."""
-        _later(lambda: self._complete(path, last, checkpoint))
+        later(lambda: self._complete(path, last, checkpoint))
 
     def _from_checkpoint(
         self, path: str, last: CommitSha, checkpoint: Blame, line: int | None = None
