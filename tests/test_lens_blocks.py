@@ -121,7 +121,7 @@ def plainly(
         if on_line:
             by_line[o.line] = tuple(
                 dict.fromkeys(
-                    LineMemory(
+                    LineMemory.of(
                         c.node, Citation(REPO, c.file, c.line_start, c.line_end, _commit(c.commit))
                     )
                     for c in on_line
@@ -144,7 +144,9 @@ def anchor_by_anchor(
             continue
         memory = shared.setdefault(
             (a.node.value, a.commit.value),
-            LineMemory(a.node, Citation(REPO, a.file, a.line_start, a.line_end, _commit(a.commit))),
+            LineMemory.of(
+                a.node, Citation(REPO, a.file, a.line_start, a.line_end, _commit(a.commit))
+            ),
         )
         for line in hits:
             by_line.setdefault(line, []).append(memory)

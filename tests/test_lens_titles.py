@@ -78,7 +78,7 @@ def documents(draw: st.DrawFn) -> DocumentMemories:
         for k in range(1, draw(st.integers(1, 6)) + 1)
     ]  # fmt: skip
     memories = [
-        LineMemory(
+        LineMemory.of(
             Sha256Hash(f"{k:064x}"),
             Citation(REPO, "src/a.rs", k, k, draw(st.sampled_from(commits))),
         )

@@ -8,12 +8,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
-from poimen_memory.domain import CommitInfo, CommitSha, ProjectId, RepoId, Sha256Hash
-from poimen_memory.domain.ids import trusted
+from poimen_memory.domain import CommitInfo, CommitSha, ProjectId, RepoId
 from poimen_memory.gitio import Blame, BlameEntry, BlameLine, Blamer
 from poimen_memory.lookup.core import FileAt, LookupCore
 from poimen_memory.lookup.located import LocatedLookups
-from poimen_memory.lookup.results import Citation, DocumentMemories, LineMemory, citation_of
+from poimen_memory.lookup.results import DocumentMemories, LineMemory, citation_of
 from poimen_memory.store import Candidate, Store
 from poimen_memory.store.evidence import LensBlock
 
@@ -122,9 +121,9 @@ class LensStream:
             file, start, end = self._cited[key]
             if key in self._memory:
                 self._stale.add(key)
+            # (the node's id was checked by the store on the way in)
             self._memory[key] = LineMemory(
-                trusted(Sha256Hash, key[0]),  # checked by the store on the way in
-                Citation(self._repo_id, file, start, end, self._commits[key[1]]),
+                key[0], self._repo_id, file, start, end, self._commits[key[1]]
             )
         memory = self._memory
         for first, last, on_block in blocks_keys:
@@ -218,7 +217,7 @@ class DocumentLenses:
         where = FileAt(project, repo_id, blamer, blame.path, blame.rev)
         found = self._located.find_rewritten(where, missed, known=known)
         for f in found:
-            memory = LineMemory(f.evidence.node.sha256, citation_of(f.evidence))
+            memory = LineMemory.of(f.evidence.node.sha256, citation_of(f.evidence))
             for line in f.lines:
                 rewritten.setdefault(line, []).append(memory)
         for line, hits in rewritten.items():

@@ -17,6 +17,7 @@ from typing import Any
 
 from poimen_memory.domain import CommitInfo, CommitSha, Level, MemoryNode, RepoId, Sha256Hash
 from poimen_memory.domain.checks import format_utc
+from poimen_memory.domain.ids import trusted
 from poimen_memory.lookup.responses import (
     EarlierOut,
     GitCommitOut,
@@ -234,10 +235,30 @@ class LookupResult:
 
 @dataclass(frozen=True, slots=True)
 class LineMemory:
-    """A memory on a line, as code lens needs it: which node, cited where (no text)."""
+    """A memory on a line, as code lens needs it: which node (its sha256), cited where (no
+    text). One object holds the citation's parts: a whole file's memories are tens of
+    thousands, and the collector walks each object of theirs while they are made."""
 
-    sha: Sha256Hash
-    citation: Citation
+    node: str
+    repo: RepoId
+    file: str
+    line_start: int
+    line_end: int
+    commit: CommitInfo
+
+    @classmethod
+    def of(cls, sha: Sha256Hash, citation: Citation) -> LineMemory:
+        """The memory ``sha`` cited at ``citation``."""
+        c = citation
+        return cls(sha.value, c.repo, c.file, c.line_start, c.line_end, c.commit)
+
+    @property
+    def sha(self) -> Sha256Hash:
+        return trusted(Sha256Hash, self.node)
+
+    @property
+    def citation(self) -> Citation:
+        return Citation(self.repo, self.file, self.line_start, self.line_end, self.commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +273,7 @@ class DocumentMemories:
     def total(self) -> int:
         """Distinct L0 memories in the file."""
         distinct = {id(ms): ms for ms in self.by_line.values()}  # lines often share a tuple
-        return len({m.sha.value for ms in distinct.values() for m in ms})
+        return len({m.node for ms in distinct.values() for m in ms})
 
 
 def citation_of(e: Evidence) -> Citation:

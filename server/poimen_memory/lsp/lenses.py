@@ -58,7 +58,7 @@ def _blocks(doc: DocumentMemories) -> tuple[list[tuple[int, int, tuple[LineMemor
         merged = memories
         keep = current.setdefault
         for m in memories:
-            keep(m.sha.value, m)
+            keep(m.node, m)
     if current:
         out.append((first, last, tuple(current.values())))
         every.update(current)
@@ -74,7 +74,7 @@ def _lens_title(memories: Sequence[LineMemory]) -> str:
     each once (as ``_blocks`` gives them)."""
     commits: dict[str, CommitInfo] = {}  # each commit once, in the memories' order
     for m in memories:
-        commit = m.citation.commit
+        commit = m.commit
         commits.setdefault(commit.sha.value, commit)
     # (A stable sort: commits of one date keep the order of their first memories.)
     newest_first = sorted(commits.values(), key=lambda c: c.author_date, reverse=True)
