@@ -688,6 +688,7 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
     from poimen_memory.gitio.history import line_hash
     from poimen_memory.ingest import IngestOptions, ingest
     from poimen_memory.lookup import DocumentRequest, HoverRequest, build_service
+    from poimen_memory.lookup.results import NODE
     from poimen_memory.lookup.rewrites import MAX_LANDING
     from poimen_memory.store import Store, connect, migrate
 
@@ -797,7 +798,7 @@ def measure(work: Path, admin_dsn: str, size: AttrSize, log: Callable[[str], Non
                 if (path, n) in ambiguous:
                     continue
                 for m in memories:
-                    shown_lens.add((path, n, m.sha.value))
+                    shown_lens.add((path, n, m[NODE]))
 
         # Hovers: a sample of lines with an expected memory, and of lines with none.
         rng = random.Random(29)

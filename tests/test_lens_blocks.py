@@ -121,9 +121,7 @@ def plainly(
         if on_line:
             by_line[o.line] = tuple(
                 dict.fromkeys(
-                    LineMemory.of(
-                        c.node, Citation(REPO, c.file, c.line_start, c.line_end, _commit(c.commit))
-                    )
+                    (c.node.value, c.file, c.line_start, c.line_end, c.commit.value)
                     for c in on_line
                 )
             )
@@ -144,9 +142,7 @@ def anchor_by_anchor(
             continue
         memory = shared.setdefault(
             (a.node.value, a.commit.value),
-            LineMemory.of(
-                a.node, Citation(REPO, a.file, a.line_start, a.line_end, _commit(a.commit))
-            ),
+            (a.node.value, a.file, a.line_start, a.line_end, a.commit.value),
         )
         for line in hits:
             by_line.setdefault(line, []).append(memory)
@@ -221,6 +217,9 @@ def test_lens_blocks_follow_the_rule(
     got = service.for_document(project, REPO, blame, cast(Blamer, _NoGit()))
     assert got.by_line == expected
     assert list(got.by_line) == list(expected)
+    for m in {m for ms in got.by_line.values() for m in ms}:  # each cited at its commit
+        _, file, start, end, sha = m
+        assert got.citation(m) == Citation(REPO, file, start, end, _commit(CommitSha(sha)))
 
     # Fed as blame finds lines: one line at a time, in an order of their own, each line a
     # query of its own (a memory cited in several, each by its first anchor there).

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poimen_memory.domain import CommitInfo, CommitSha, RepoId, Sha256Hash
-from poimen_memory.lookup.results import Citation, DocumentMemories, LineMemory
+from poimen_memory.domain import CommitInfo, CommitSha, RepoId
+from poimen_memory.lookup.results import NODE, DocumentMemories, LineMemory
 from poimen_memory.lsp.lenses import build_lenses
 
 REPO = RepoId("github.com/org/lens-titles")
@@ -28,11 +28,13 @@ def _reference(uri: str, doc: DocumentMemories) -> list[tuple[int, str, object]]
         return f"{n} memor{'y' if n == 1 else 'ies'}"
 
     def title(memories: Iterable[LineMemory]) -> str:
-        newest_first = sorted(memories, key=lambda m: m.citation.commit.author_date, reverse=True)
-        parts = [count(len(dict.fromkeys(m.sha for m in newest_first)))]
+        newest_first = sorted(
+            memories, key=lambda m: doc.citation(m).commit.author_date, reverse=True
+        )
+        parts = [count(len(dict.fromkeys(m[NODE] for m in newest_first)))]
         authors: list[str] = []
         for m in newest_first:
-            commit = m.citation.commit
+            commit = doc.citation(m).commit
             name = commit.author_name.split(" ")[0] or commit.author_email
             if name not in authors:
                 authors.append(name)
@@ -40,12 +42,12 @@ def _reference(uri: str, doc: DocumentMemories) -> list[tuple[int, str, object]]
             more = f" +{len(authors) - 2}" if len(authors) > 2 else ""
             parts.append(", ".join(authors[:2]) + more)
         if newest_first:
-            summary = newest_first[0].citation.commit.summary
+            summary = doc.citation(newest_first[0]).commit.summary
             parts.append(summary if len(summary) <= 48 else summary[:47] + "…")
         return " · ".join(parts)
 
     blocks = []
-    current: dict[Sha256Hash, LineMemory] = {}
+    current: dict[str, LineMemory] = {}
     first = last = 0
     for line in sorted(doc.by_line):
         if current and (line != last + 1 or line - first >= 20):
@@ -55,12 +57,12 @@ def _reference(uri: str, doc: DocumentMemories) -> list[tuple[int, str, object]]
             first = line
         last = line
         for m in doc.by_line[line]:
-            current.setdefault(m.sha, m)
+            current.setdefault(m[NODE], m)
     if current:
         blocks.append((first, last, tuple(current.values())))
     out: list[tuple[int, str, object]] = []
     if doc.by_line:
-        total = len({m.sha for ms in doc.by_line.values() for m in ms})
+        total = len({m[NODE] for ms in doc.by_line.values() for m in ms})
         out.append((0, f"{count(total)} in this file", {"uri": uri}))
     for first, last, memories in blocks:
         out.append((first - 1, title(memories), {"uri": uri, "lines": [first, last]}))
@@ -77,11 +79,8 @@ def documents(draw: st.DrawFn) -> DocumentMemories:
         )
         for k in range(1, draw(st.integers(1, 6)) + 1)
     ]  # fmt: skip
-    memories = [
-        LineMemory.of(
-            Sha256Hash(f"{k:064x}"),
-            Citation(REPO, "src/a.rs", k, k, draw(st.sampled_from(commits))),
-        )
+    memories: list[LineMemory] = [
+        (f"{k:064x}", "src/a.rs", k, k, draw(st.sampled_from(commits)).sha.value)
         for k in range(1, draw(st.integers(1, 12)) + 1)
     ]
     by_line: dict[int, tuple[LineMemory, ...]] = {}
@@ -92,7 +91,7 @@ def documents(draw: st.DrawFn) -> DocumentMemories:
         for _ in range(draw(st.integers(1, 30))):  # long runs split at 20 lines
             by_line[line] = shown if draw(st.booleans()) else tuple(shown)
             line += 1
-    return DocumentMemories(REPO, "src/a.rs", by_line)
+    return DocumentMemories(REPO, "src/a.rs", by_line, {c.sha.value: c for c in commits})
 
 
 @settings(max_examples=300, deadline=None)

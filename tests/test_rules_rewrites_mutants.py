@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from poimen_memory.lookup import DocumentRequest
+from poimen_memory.lookup.results import COMMIT
 
 from .gitrepo import ALICE, BOB, CAROL, forget_unreachable, git_as
 from .scenes import APP, Scene, at, base, insert, memory, on_main, put
@@ -66,11 +67,7 @@ def _lenses(scene: Scene, commit: str) -> set[int]:
     """The lines whose code lenses show a memory recorded on ``commit``."""
     lenses = scene.service().document(DocumentRequest(file=str(scene.repo.root / APP)))
     assert lenses is not None
-    return {
-        n
-        for n, found in lenses.by_line.items()
-        if any(m.citation.commit.sha.value == commit for m in found)
-    }
+    return {n for n, found in lenses.by_line.items() if any(m[COMMIT] == commit for m in found)}
 
 
 def _hover(scene: Scene, line: int) -> list[dict[str, Any]]:

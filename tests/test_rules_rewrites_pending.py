@@ -27,6 +27,7 @@ from poimen_memory.lookup import (
     LookupService,
     RememberRequest,
 )
+from poimen_memory.lookup.results import COMMIT
 from poimen_memory.recording import Recorder
 from poimen_memory.store import Store
 
@@ -192,9 +193,12 @@ def test_a_brace_matched_on_one_side_only_shows_no_memory(scene: Scene) -> None:
     service = scene.service()
     lenses = service.document(DocumentRequest(file=str(scene.repo.root / APP)))
     assert lenses is not None
-    on_21 = {m.citation.commit.sha.value for m in lenses.by_line.get(21, ())}
+    on_21 = {m[COMMIT] for m in lenses.by_line.get(21, ())}
     assert on_21 == {b1}, lenses.by_line
     assert lenses.by_line.get(20, ()) == (), lenses.by_line
+    # The rewritten commit's memory is cited at that commit, as its lens shows it.
+    (shown,) = lenses.by_line[21]
+    assert lenses.citation(shown).commit.sha.value == b1
 
 
 def test_text_recorded_on_two_abandoned_branches_shows_neither_on_a_third_line(

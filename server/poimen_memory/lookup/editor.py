@@ -186,7 +186,7 @@ class EditorLookups:
         for index, head_line in enumerate(mapping):
             if head_line is not None and head_line in doc.by_line:
                 by_line[index + 1] = doc.by_line[head_line]
-        return DocumentMemories(repo_id, rel, by_line)
+        return DocumentMemories(repo_id, rel, by_line, doc.commits)
 
     def prepare(self, req: DocumentRequest) -> None:
         """Look now at what the first hover or code lens of a file just opened asks before

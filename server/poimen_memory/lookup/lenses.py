@@ -12,7 +12,7 @@ from poimen_memory.domain import CommitInfo, CommitSha, ProjectId, RepoId
 from poimen_memory.gitio import Blame, BlameEntry, BlameLine, Blamer
 from poimen_memory.lookup.core import FileAt, LookupCore
 from poimen_memory.lookup.located import LocatedLookups
-from poimen_memory.lookup.results import DocumentMemories, LineMemory, citation_of
+from poimen_memory.lookup.results import DocumentMemories, LineMemory
 from poimen_memory.store import Candidate, Store
 from poimen_memory.store.evidence import LensBlock
 
@@ -121,10 +121,7 @@ class LensStream:
             file, start, end = self._cited[key]
             if key in self._memory:
                 self._stale.add(key)
-            # (the node's id was checked by the store on the way in)
-            self._memory[key] = LineMemory(
-                key[0], self._repo_id, file, start, end, self._commits[key[1]]
-            )
+            self._memory[key] = (key[0], file, start, end, key[1])
         memory = self._memory
         for first, last, on_block in blocks_keys:
             shown = (on_block, tuple(map(memory.__getitem__, on_block)))
@@ -175,6 +172,11 @@ class LensStream:
             by_line[line] = shown
         return by_line
 
+    @property
+    def commits(self) -> dict[str, CommitInfo]:
+        """The commits the memories ``finish`` gave are cited at, by id."""
+        return self._commits
+
 
 class DocumentLenses:
     """The memories of a whole blamed file (what code lenses show)."""
@@ -212,17 +214,27 @@ class DocumentLenses:
         all), with those of rewritten commits on lines with none at their origin (chosen
         from ``known`` when ``prefetch`` read them)."""
         by_line = stream.finish(blame)
+        commits = dict(stream.commits)
         missed = [(o, o.line, o.line) for o in blame.lines if o.line not in by_line]
         rewritten: dict[int, list[LineMemory]] = {}
         where = FileAt(project, repo_id, blamer, blame.path, blame.rev)
         found = self._located.find_rewritten(where, missed, known=known)
         for f in found:
-            memory = LineMemory.of(f.evidence.node.sha256, citation_of(f.evidence))
+            e = f.evidence
+            anchor, commit = e.anchor, e.commit.sha.value
+            memory: LineMemory = (
+                e.node.sha256.value,
+                anchor.file,
+                anchor.line_start,
+                anchor.line_end,
+                commit,
+            )
+            commits.setdefault(commit, e.commit)
             for line in f.lines:
                 rewritten.setdefault(line, []).append(memory)
         for line, hits in rewritten.items():
             by_line[line] = tuple(dict.fromkeys((*by_line.get(line, ()), *hits)))
-        return DocumentMemories(repo_id, blame.path, dict(sorted(by_line.items())))
+        return DocumentMemories(repo_id, blame.path, dict(sorted(by_line.items())), commits)
 
 
 def blame_runs(lines: Iterable[BlameLine]) -> list[tuple[CommitSha, str, int, int, int]]:

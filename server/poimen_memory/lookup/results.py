@@ -12,12 +12,11 @@ with nothing above it has ``"parents": []``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from poimen_memory.domain import CommitInfo, CommitSha, Level, MemoryNode, RepoId, Sha256Hash
 from poimen_memory.domain.checks import format_utc
-from poimen_memory.domain.ids import trusted
 from poimen_memory.lookup.responses import (
     EarlierOut,
     GitCommitOut,
@@ -233,47 +232,41 @@ class LookupResult:
         return [m for m in self.memories if m.node.level is Level.L0]
 
 
-@dataclass(frozen=True, slots=True)
-class LineMemory:
-    """A memory on a line, as code lens needs it: which node (its sha256), cited where (no
-    text). One object holds the citation's parts: a whole file's memories are tens of
-    thousands, and the collector walks each object of theirs while they are made."""
-
-    node: str
-    repo: RepoId
-    file: str
-    line_start: int
-    line_end: int
-    commit: CommitInfo
-
-    @classmethod
-    def of(cls, sha: Sha256Hash, citation: Citation) -> LineMemory:
-        """The memory ``sha`` cited at ``citation``."""
-        c = citation
-        return cls(sha.value, c.repo, c.file, c.line_start, c.line_end, c.commit)
-
-    @property
-    def sha(self) -> Sha256Hash:
-        return trusted(Sha256Hash, self.node)
-
-    @property
-    def citation(self) -> Citation:
-        return Citation(self.repo, self.file, self.line_start, self.line_end, self.commit)
+LineMemory = tuple[str, str, int, int, str]
+"""A memory on a line, as code lens needs it: ``(node, file, line_start, line_end, commit)``,
+which node (its sha256), cited where and at which commit (its full id: the document's
+``commits`` has its details); no text. A plain tuple of plain values, read by the indexes
+below: a whole file's memories are tens of thousands, and once a collection has seen one
+the collector tracks it no more, nor the tuples and maps that hold only such (an object of a
+class, a named tuple too, it walks at every full collection)."""
+# Indexes of a LineMemory's parts.
+NODE: Final = 0
+FILE: Final = 1
+LINE_START: Final = 2
+LINE_END: Final = 3
+COMMIT: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
 class DocumentMemories:
-    """Every memory of a file, by current line (1-based), for code lens."""
+    """Every memory of a file, by current line (1-based), for code lens; the commits its
+    memories are cited at, by id."""
 
     repo: RepoId
     path: str
     by_line: dict[int, tuple[LineMemory, ...]]
+    commits: Mapping[str, CommitInfo] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
         """Distinct L0 memories in the file."""
         distinct = {id(ms): ms for ms in self.by_line.values()}  # lines often share a tuple
-        return len({m.node for ms in distinct.values() for m in ms})
+        return len({m[NODE] for ms in distinct.values() for m in ms})
+
+    def citation(self, memory: LineMemory) -> Citation:
+        """Where ``memory`` (one of this document's) is cited, with its commit."""
+        _, file, start, end, commit = memory
+        return Citation(self.repo, file, start, end, self.commits[commit])
 
 
 def citation_of(e: Evidence) -> Citation:

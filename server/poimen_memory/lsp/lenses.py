@@ -3,7 +3,7 @@ memories, and one at the top with the file's total; clicking one runs mem.showMe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +12,7 @@ from lsprotocol import types
 
 from poimen_memory.domain import CommitInfo
 from poimen_memory.lookup import DocumentMemories, DocumentRequest, LineMemory
+from poimen_memory.lookup.results import COMMIT, NODE
 from poimen_memory.lsp import commands
 from poimen_memory.lsp.documents import Document, give_back_memory, open_document
 from poimen_memory.lsp.protocol import JsonText
@@ -58,7 +59,7 @@ def _blocks(doc: DocumentMemories) -> tuple[list[tuple[int, int, tuple[LineMemor
         merged = memories
         keep = current.setdefault
         for m in memories:
-            keep(m.node, m)
+            keep(m[NODE], m)
     if current:
         out.append((first, last, tuple(current.values())))
         every.update(current)
@@ -69,15 +70,13 @@ def _count(n: int) -> str:
     return f"{n} memor{'y' if n == 1 else 'ies'}"
 
 
-def _lens_title(memories: Sequence[LineMemory]) -> str:
+def _lens_title(memories: Sequence[LineMemory], commits: Mapping[str, CommitInfo]) -> str:
     """``2 memories · Alice, Bob · Increase buffer``: newest first, first names; ``memories``
-    each once (as ``_blocks`` gives them)."""
-    commits: dict[str, CommitInfo] = {}  # each commit once, in the memories' order
-    for m in memories:
-        commit = m.commit
-        commits.setdefault(commit.sha.value, commit)
-    # (A stable sort: commits of one date keep the order of their first memories.)
-    newest_first = sorted(commits.values(), key=lambda c: c.author_date, reverse=True)
+    each once (as ``_blocks`` gives them), their commits' details in ``commits``."""
+    # Each commit once, in the memories' order. (A stable sort: commits of one date keep the
+    # order of their first memories.)
+    cited = [commits[sha] for sha in dict.fromkeys(m[COMMIT] for m in memories)]
+    newest_first = sorted(cited, key=lambda c: c.author_date, reverse=True)
     parts = [_count(len(memories))]
     authors: list[str] = []
     for commit in newest_first:
@@ -109,7 +108,8 @@ def build_lenses(uri: str, doc: DocumentMemories, file_summary: bool) -> list[ty
     if file_summary and blocks:
         lenses.append(_lens(0, f"{_count(total)} in this file", {"uri": uri}))
     for first, last, memories in blocks:
-        lenses.append(_lens(first - 1, _lens_title(memories), {"uri": uri, "lines": [first, last]}))
+        title = _lens_title(memories, doc.commits)
+        lenses.append(_lens(first - 1, title, {"uri": uri, "lines": [first, last]}))
     return lenses
 
 
