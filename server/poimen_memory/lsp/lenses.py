@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DocLenses", "build_lenses", "code_lens", "resolve_code_lens"]
 
+_commit_of = itemgetter(COMMIT)
 _BLOCK_LINES = 20  # a lens at least every 20 lines of a long run of remembered lines
 _TITLE_LENGTH = 48
 
@@ -75,7 +77,7 @@ def _lens_title(memories: Sequence[LineMemory], commits: Mapping[str, CommitInfo
     each once (as ``_blocks`` gives them), their commits' details in ``commits``."""
     # Each commit once, in the memories' order. (A stable sort: commits of one date keep the
     # order of their first memories.)
-    cited = [commits[sha] for sha in dict.fromkeys(m[COMMIT] for m in memories)]
+    cited = [commits[sha] for sha in dict.fromkeys(map(_commit_of, memories))]
     newest_first = sorted(cited, key=lambda c: c.author_date, reverse=True)
     parts = [_count(len(memories))]
     authors: list[str] = []
