@@ -589,3 +589,27 @@ def test_a_buffer_of_heads_text_is_known_by_its_id_without_reading_the_file(
     assert blamer.same_text(path, head, text, blob_id_of(data), sha)
     assert blamer.text_sha(path, head) == sha
     assert blamer.head_blob(path, head) == data  # the buffer's bytes, git not asked
+
+
+def test_a_configuration_read_before_is_read_again_once_its_file_changes(kong: FixtureRepo) -> None:
+    """GitPython's readers are shared while their files are as they were: a value written
+    after one was read is seen by the next reader, in the same repository or a new one."""
+    repo = GitRepo.discover(kong.root)
+    assert repo.config_values("poimen", "probe") == ()
+    kong.git("config", "poimen.probe", "one")
+    assert repo.config_values("poimen", "probe") == ("one",)
+    assert GitRepo.discover(kong.root).config_values("poimen", "probe") == ("one",)
+    kong.git("config", "--add", "poimen.probe", "two")
+    assert repo.config_values("poimen", "probe") == ("one", "two")
+
+
+def test_a_configuration_with_includes_is_read_anew_each_time(kong: FixtureRepo) -> None:
+    """An included file's change changes nothing lstat sees of the including one: such a
+    configuration is never shared, so the change is seen."""
+    extra = kong.root.parent / "extra.gitconfig"
+    extra.write_text("[poimen]\n\tprobe = one\n")
+    kong.git("config", "include.path", str(extra))
+    repo = GitRepo.discover(kong.root)
+    assert repo.config_values("poimen", "probe") == ("one",)
+    extra.write_text("[poimen]\n\tprobe = two\n")
+    assert repo.config_values("poimen", "probe") == ("two",)

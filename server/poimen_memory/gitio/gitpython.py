@@ -12,15 +12,19 @@ import configparser
 import logging
 import os
 import subprocess
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from io import BufferedReader
 from pathlib import Path
 from typing import IO, Any, cast
 
+from cachetools import LRUCache
+
 from poimen_memory.gitio.errors import GitFailed, NotARepository
 from poimen_memory.gitio.files import MAX_SETTINGS_FILE, bounded_regular_file
 from poimen_memory.gitio.gitfiles import check_repository_files
+from poimen_memory.gitio.refs import FileStamp, stamp
 from poimen_memory.gitio.runner import (
     GitRunner,
     bound_memory,
@@ -100,6 +104,7 @@ class _ConfigReader(git.GitConfigParser):
     """GitPython's configuration reader, reading regular files of bounded size only."""
 
     _reading = ""
+    includes = False  # whether a file read includes another (then it is not shared)
 
     def read(self) -> None:  # type: ignore[override]
         """Read the configuration files; GitFailed naming the file if one does not parse."""
@@ -129,6 +134,7 @@ class _ConfigReader(git.GitConfigParser):
         for section in self.sections():
             name = section.strip().lower()
             if name == "include" or name.startswith("includeif "):
+                self.includes = True
                 for key, values in self._sections[section].items_all():
                     for value in values if key.lower() == "path" else ():
                         if isinstance(value, str) and value:
@@ -147,7 +153,27 @@ class _Repo(git.Repo):
         if "repository" in levels:
             # git reads it too when extensions.worktreeConfig is set, includes and all.
             files.append(os.path.join(git_dir or self.git_dir, "config.worktree"))
-        return _ConfigReader([p for p in files if _readable(p)], read_only=True, repo=self)
+        readable = tuple(p for p in files if _readable(p))
+        key = (readable, tuple(stamp(p) for p in readable))
+        with _READERS_LOCK:
+            known = _READERS.get(key)
+        if known is not None:
+            return known
+        reader = _ConfigReader(list(readable), read_only=True, repo=self)
+        reader.read()
+        if not reader.includes:
+            with _READERS_LOCK:
+                _READERS[key] = reader
+        return reader
+
+
+_READERS: LRUCache[tuple[tuple[str, ...], tuple[FileStamp, ...]], _ConfigReader] = LRUCache(16)
+"""Configuration readers already read, by their files and what lstat says of each: GitPython
+asks for one several times per repository it opens (a hook's worker opened them about six
+times a session), and a read-only reader of the same unchanged files reads the same. One
+whose files include others (whose values may depend on the repository's branch) is read
+anew each time."""
+_READERS_LOCK = threading.Lock()
 
 
 def open_repository(start: Path, runner: GitRunner) -> git.Repo:
