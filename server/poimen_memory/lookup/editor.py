@@ -77,17 +77,26 @@ class EditorLookups:
         if opened is None:
             return None
         repo_id, blamer, rel, head, facts = opened
+        known = blamer.text_sha(rel, head)
+        # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
+        # (Answered only if the buffer is HEAD's text: then its line is HEAD's line.)
+        speculative: Future[BlameLine | None] | None = None
+        early: dict[_HoverKey, Future[LookupResult | None]] = {}
+        unknown = facts is not None and known is None and facts.within(max_bytes, max_lines)
+        if unknown and not history and blamer.latest(rel) is not None:
+            # HEAD moved since this file was blamed here (it had memories then): git blames
+            # the line beside the checks below, not after them.
+            may_wait()
+            speculative = self._pool.submit(blamer.origin, rel, line, head)
         self._core.settle_pending(project, repo_id, blamer, rel, head)
         scope = project or self._core.project_for_repo(repo_id)
         where = FileAt(scope, repo_id, blamer, rel, head)
         if not history and self._core.quiet(scope, repo_id, blamer, rel, head):
+            if speculative is not None:
+                speculative.cancel()
             return None  # no memory of the project can be on this file: no blame
-        known = blamer.text_sha(rel, head)
-        # Unknown text: blame the line as if the buffer were HEAD while the blob is read.
-        speculative = None
-        if facts is not None and known is None and facts.within(max_bytes, max_lines):
+        if unknown and speculative is None:
             may_wait()
-            # (Answered only if the buffer is HEAD's text: then its line is HEAD's line.)
             proposed, early = self._early(where, line, line, history)
             speculative = self._pool.submit(blamer.origin, rel, line, head, proposed=proposed)
         if not self._within_limits(blamer, rel, head, facts, max_bytes, max_lines, buffer_text):
