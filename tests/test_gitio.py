@@ -613,3 +613,48 @@ def test_a_configuration_with_includes_is_read_anew_each_time(kong: FixtureRepo)
     assert repo.config_values("poimen", "probe") == ("one",)
     extra.write_text("[poimen]\n\tprobe = two\n")
     assert repo.config_values("poimen", "probe") == ("two",)
+
+
+def test_configuration_readers_are_shared_while_their_files_are_unchanged(
+    kong: FixtureRepo,
+) -> None:
+    first = GitRepo.discover(kong.root)
+    reader = first._gp.config_reader()
+    assert first._gp.config_reader() is reader
+    assert GitRepo.discover(kong.root)._gp.config_reader() is reader
+    kong.git("config", "poimen.probe", "one")
+    assert first._gp.config_reader() is not reader
+
+
+def test_a_linked_configuration_is_read_again_once_the_file_it_leads_to_changes(
+    tmp_path: Path, kong: FixtureRepo
+) -> None:
+    """lstat of a link says nothing of an edit of the file it leads to: the reader is shared
+    only while both are unchanged."""
+    config = kong.root / ".git" / "config"
+    target = tmp_path / "linked-config"
+    target.write_text(config.read_text() + "[poimen]\n\tprobe = one\n")
+    config.unlink()
+    config.symlink_to(target)
+    repo = GitRepo.discover(kong.root)
+    assert repo.config_values("poimen", "probe") == ("one",)
+    target.write_text(target.read_text().replace("probe = one", "probe = two"))
+    assert repo.config_values("poimen", "probe") == ("two",)
+
+
+def test_a_conditional_include_after_a_tab_is_checked_and_never_shared(
+    kong: FixtureRepo,
+) -> None:
+    """git takes ``[includeIf<TAB>"..."]`` as a conditional include, and so does the reader:
+    the file it names is checked like any include (a FIFO refuses the configuration, or
+    every git would wait on it), and such a configuration is never shared."""
+    extra = kong.root.parent / "extra-if.gitconfig"
+    extra.write_text("[poimen]\n\tprobe = one\n")
+    with (kong.root / ".git" / "config").open("a") as config:
+        config.write(f'[includeIf\t"gitdir:{kong.root}/"]\n\tpath = {extra}\n')
+    repo = GitRepo.discover(kong.root)
+    assert repo._gp.config_reader() is not repo._gp.config_reader()
+    extra.unlink()
+    os.mkfifo(extra)
+    with pytest.raises(GitError, match="configuration"):
+        repo.config_values("poimen", "probe")

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from poimen_memory.cli import main
 from poimen_memory.domain import CommitSha
-from poimen_memory.gitio import BlameCache, Blamer, GitRepo
+from poimen_memory.gitio import BlameCache, Blamer, GitRepo, incremental
 from poimen_memory.gitio.incremental import (
     Unsupported,
     blame_from,
@@ -586,15 +586,21 @@ def test_where_exactness_cannot_be_promised_it_is_not_tried(
 
 
 def test_what_git_holds_beside_history_is_looked_at_again_when_it_changes(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``supported`` remembers its answer while the files it read are as they were: a clone
     made shallow, grafts and replace refs (loose, then packed) after a first answer are
     seen by the next."""
     h = build(tmp_path, [("edit", 0, ("insert", 1, 1, ["n"])) for _ in range(2)])
     repo = GitRepo.discover(h.root)
+    looked = []
+    look = incremental._history_unsupported
+    monkeypatch.setattr(
+        incremental, "_history_unsupported", lambda *a: looked.append(a) or look(*a)
+    )
     assert supported(repo) is None
-    assert supported(repo) is None  # remembered
+    assert supported(repo) is None
+    assert len(looked) == 1  # remembered
     shallow = h.root / ".git" / "shallow"
     shallow.write_text(h.commits[0] + "\n")
     assert supported(repo) == "the clone is shallow"

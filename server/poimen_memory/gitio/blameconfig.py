@@ -71,7 +71,6 @@ class BlameConfig:
     mailmap_files: tuple[str, ...] = ()  # mailmap.file
     mailmap_blobs: tuple[str, ...] = ()  # mailmap.blob
     detect_moves: bool = False
-    diff_algorithm: str = ""  # diff.algorithm's last value (incremental blame checks it)
 
     @classmethod
     def read(cls, root: Path, reader: Any, detect_moves: bool) -> BlameConfig:
@@ -82,7 +81,6 @@ class BlameConfig:
             config_values(reader, "mailmap", "file"),
             config_values(reader, "mailmap", "blob"),
             detect_moves,
-            (config_values(reader, "diff", "algorithm") or ("",))[-1],
         )
 
     def _path(self, value: str) -> Path:

@@ -64,6 +64,7 @@ class Blamer:
             LINE_ORIGINS
         )
         self._warming: LRUCache[_FileAt, bool] = LRUCache(WARMING)
+        self._moved: set[_FileAt] = set()  # (file, HEAD) whose last commit is being found
         # path -> the last commit of the whole-file blame kept last for it here: where a
         # hover after HEAD moved traces its line from (HEAD moving does not forget it).
         self._latest: LRUCache[str, CommitSha] = LRUCache(LAST_COMMITS)
@@ -300,7 +301,11 @@ class Blamer:
                 since = self._reuse.since_latest(path, at, line)
                 if since is not None:
                     traced_line, checkpoint = since
-                    later(lambda: self._after_moved(path, at, checkpoint, warm))
+                    with self._lock:  # once per file and HEAD, not per hover meanwhile
+                        first = (path, at) not in self._moved
+                        self._moved.add((path, at))
+                    if first:
+                        later(lambda: self._after_moved(path, at, checkpoint, warm))
                     return traced_line
             # One walk gives the last commit touching the file and the checkpoint candidates.
             if recent is None:
@@ -330,10 +335,13 @@ class Blamer:
         checkpoint (cached and shared), else by git when ``warm``."""
         try:
             recent = touching(self.repo, path, at, LADDER[0] + 1)
+            if recent:
+                self._remember_last(path, at, recent[0])
         except GitError:
             return
-        if recent:
-            self._remember_last(path, at, recent[0])
+        finally:
+            with self._lock:
+                self._moved.discard((path, at))
         if recent and checkpoint.rev in recent[1:]:
             self._reuse.complete_later(path, recent[0], checkpoint)
         elif warm:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import configparser
 import logging
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
@@ -24,7 +25,7 @@ from cachetools import LRUCache
 from poimen_memory.gitio.errors import GitFailed, NotARepository
 from poimen_memory.gitio.files import MAX_SETTINGS_FILE, bounded_regular_file
 from poimen_memory.gitio.gitfiles import check_repository_files
-from poimen_memory.gitio.refs import FileStamp, stamp
+from poimen_memory.gitio.refs import Stamps, stamps_of
 from poimen_memory.gitio.runner import (
     GitRunner,
     bound_memory,
@@ -33,6 +34,9 @@ from poimen_memory.gitio.runner import (
 )
 
 log = logging.getLogger(__name__)
+
+# A section git reads as a conditional include: ``includeIf`` and whitespace (a tab too).
+_INCLUDE_IF = re.compile(r"includeif\s")
 
 
 @contextmanager
@@ -133,7 +137,7 @@ class _ConfigReader(git.GitConfigParser):
 
         for section in self.sections():
             name = section.strip().lower()
-            if name == "include" or name.startswith("includeif "):
+            if name == "include" or _INCLUDE_IF.match(name):
                 self.includes = True
                 for key, values in self._sections[section].items_all():
                     for value in values if key.lower() == "path" else ():
@@ -154,7 +158,7 @@ class _Repo(git.Repo):
             # git reads it too when extensions.worktreeConfig is set, includes and all.
             files.append(os.path.join(git_dir or self.git_dir, "config.worktree"))
         readable = tuple(p for p in files if _readable(p))
-        key = (readable, tuple(stamp(p) for p in readable))
+        key = (readable, tuple(stamps_of(p) for p in readable))
         with _READERS_LOCK:
             known = _READERS.get(key)
         if known is not None:
@@ -162,13 +166,17 @@ class _Repo(git.Repo):
         reader = _ConfigReader(list(readable), read_only=True, repo=self)
         reader.read()
         if not reader.includes:
+            # (A reader keeps its repository for conditional includes only: one shared,
+            # without any, keeps no repository open.)
+            reader._repo = None
             with _READERS_LOCK:
                 _READERS[key] = reader
         return reader
 
 
-_READERS: LRUCache[tuple[tuple[str, ...], tuple[FileStamp, ...]], _ConfigReader] = LRUCache(16)
-"""Configuration readers already read, by their files and what lstat says of each: GitPython
+_READERS: LRUCache[tuple[tuple[str, ...], tuple[Stamps, ...]], _ConfigReader] = LRUCache(16)
+"""Configuration readers already read, by their files and what lstat and stat say of each (a
+link and the file it leads to): GitPython
 asks for one several times per repository it opens (a hook's worker opened them about six
 times a session), and a read-only reader of the same unchanged files reads the same. One
 whose files include others (whose values may depend on the repository's branch) is read

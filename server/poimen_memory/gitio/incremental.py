@@ -52,7 +52,7 @@ from poimen_memory.gitio.blamerun import merged_ranges
 from poimen_memory.gitio.errors import GitError
 from poimen_memory.gitio.files import read_regular_file
 from poimen_memory.gitio.meanwhile import Meanwhile
-from poimen_memory.gitio.refs import FileStamp, stamp
+from poimen_memory.gitio.refs import Stamps, stamps_of
 from poimen_memory.gitio.repo import GitRepo
 from poimen_memory.gitio.runner import check_not_option
 
@@ -83,17 +83,16 @@ _Run = tuple[int, int, int]
 
 def supported(repo: GitRepo) -> str | None:
     """Why incremental blame cannot be exact in ``repo`` (None: it can). What .git holds is
-    looked at again only when ``lstat`` says one of the files it was read from changed (a
-    hover after HEAD moved asks this first); the configuration is the blame settings' own,
-    read with them."""
+    looked at again only when one of the files it was read from changed (a hover after HEAD
+    moved asks this first); the configuration as GitPython's shared readers give it."""
     if repo.detect_moves:
         return "move detection is on"
     try:
-        algorithm = repo.diff_algorithm()
+        algorithm = repo.config_values("diff", "algorithm")
     except (ValueError, KeyError, OSError):
         return "the configuration is unreadable"
-    if algorithm and algorithm.lower() not in ("myers", "default"):
-        return f"diff.algorithm is {algorithm!r}"
+    if algorithm and algorithm[-1].lower() not in ("myers", "default"):
+        return f"diff.algorithm is {algorithm[-1]!r}"
     common = repo.common_dir or repo.root / ".git"
     paths = (
         common / "shallow",
@@ -101,8 +100,8 @@ def supported(repo: GitRepo) -> str | None:
         common / "refs" / "replace",
         common / "packed-refs",
     )
-    stamps = tuple(stamp(str(p)) for p in paths)
-    key = str(common)
+    stamps = tuple(stamps_of(str(p)) for p in paths)
+    key = (str(common), str(repo.root))  # (links below the work tree are refused)
     with _HISTORY_LOCK:
         known = _HISTORY.get(key)
     if known is not None and known[0] == stamps:
@@ -113,7 +112,7 @@ def supported(repo: GitRepo) -> str | None:
     return reason
 
 
-_HISTORY: LRUCache[str, tuple[tuple[FileStamp, ...], str | None]] = LRUCache(maxsize=64)
+_HISTORY: LRUCache[tuple[str, str], tuple[tuple[Stamps, ...], str | None]] = LRUCache(maxsize=64)
 _HISTORY_LOCK = threading.Lock()
 
 

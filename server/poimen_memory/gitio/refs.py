@@ -19,7 +19,7 @@ from poimen_memory.gitio.gitfiles import check_ref_files
 if TYPE_CHECKING:
     import git
 
-__all__ = ["FileStamp", "HeadReader", "stamp"]
+__all__ = ["FileStamp", "HeadReader", "Stamps", "stamp", "stamps_of"]
 
 FileStamp = tuple[int, int, int, int] | None
 
@@ -31,6 +31,21 @@ def stamp(path: str) -> FileStamp:
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+Stamps = tuple[FileStamp, FileStamp]
+
+
+def stamps_of(path: str) -> Stamps:
+    """What ``lstat`` and ``stat`` say of ``path``: the file, and the one a link leads to
+    (an edit of a linked file changes nothing ``lstat`` sees)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        followed: FileStamp = None
+    else:
+        followed = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return stamp(path), followed
 
 
 @dataclass(frozen=True, slots=True)

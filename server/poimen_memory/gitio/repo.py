@@ -434,10 +434,6 @@ class GitRepo:
         """Every value of ``section.option`` in the repository's configuration, in order."""
         return config_values(self._gp.config_reader(), section, option)
 
-    def diff_algorithm(self) -> str:
-        """diff.algorithm as configured ("" when it is not), read with the blame settings."""
-        return self._blames.config().diff_algorithm
-
     def blame_config(self) -> tuple[str, ...]:
         """The ``key=value`` settings every blame of this repository runs with (the mailmap
         pinned): commands that must see what blame sees run with them too."""

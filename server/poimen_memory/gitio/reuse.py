@@ -43,7 +43,8 @@ _REFUSED = 1024
 _BY_TREES = 4
 """Up to this many (commit, file) pairs, the changed-file check walks trees (see _changed_by)."""
 _LATER_S = 0.25
-"""Delay before a blame found for a hover is cached and shared (in the background)."""
+"""Delay before a hover's bookkeeping runs in the background: a blame found for it cached and
+shared, the last commit touching the file found after HEAD moved."""
 
 
 def later(work: Callable[[], None]) -> None:

@@ -84,8 +84,9 @@ class EditorLookups:
         early: dict[_HoverKey, Future[LookupResult | None]] = {}
         unknown = facts is not None and known is None and facts.within(max_bytes, max_lines)
         if unknown and not history and blamer.latest(rel) is not None:
-            # HEAD moved since this file was blamed here (it had memories then): git blames
-            # the line beside the checks below, not after them.
+            # A file blamed here (it could have memories then) whose text at HEAD is not
+            # known yet (HEAD moved, say): git blames the line beside the checks below, not
+            # after them. (Found quiet meanwhile, the file has had that one line blamed.)
             may_wait()
             speculative = self._pool.submit(blamer.origin, rel, line, head)
         self._core.settle_pending(project, repo_id, blamer, rel, head)
