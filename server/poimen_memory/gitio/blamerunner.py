@@ -56,16 +56,6 @@ class BlameRunner:
         self._config = None
         self._settings = None
 
-    def config(self) -> BlameConfig:
-        """The configuration values that change a blame, read once (until ``forget``)."""
-        config = self._config
-        if config is None:
-            may_wait()
-            repo = self._repo
-            config = BlameConfig.read(repo.root, self._gp.config_reader(), repo.detect_moves)
-            self._config = config
-        return config
-
     def settings(self) -> BlameSettings:
         """The settings every blame runs with: flags, the pinned mailmap, ignored revisions
         and the fingerprints of all three (recomputed when a file they name changes)."""
@@ -73,7 +63,10 @@ class BlameRunner:
         if config is not None and memo is not None and memo[0] == config.stamps():
             return memo[1]
         may_wait()  # the configuration, or the files it names, are read
-        config = self.config()
+        if config is None:
+            repo = self._repo
+            config = BlameConfig.read(repo.root, self._gp.config_reader(), repo.detect_moves)
+            self._config = config
         stamps = config.stamps()
         settings = config.settings(self._blob_size)
         self._settings = (stamps, settings)
