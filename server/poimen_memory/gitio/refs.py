@@ -24,10 +24,11 @@ __all__ = ["FileStamp", "HeadReader", "Stamps", "stamp", "stamps_of"]
 FileStamp = tuple[int, int, int, int] | None
 
 
-def stamp(path: str) -> FileStamp:
-    """What ``lstat`` says of ``path`` (inode, size, modification and change times), or None."""
+def stamp(path: str, *, follow: bool = False) -> FileStamp:
+    """What ``lstat`` says of ``path`` (inode, size, modification and change times), or None;
+    ``follow``: what ``stat`` says (of the file a link leads to)."""
     try:
-        st = os.lstat(path)
+        st = os.stat(path) if follow else os.lstat(path)
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -39,13 +40,7 @@ Stamps = tuple[FileStamp, FileStamp]
 def stamps_of(path: str) -> Stamps:
     """What ``lstat`` and ``stat`` say of ``path``: the file, and the one a link leads to
     (an edit of a linked file changes nothing ``lstat`` sees)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        followed: FileStamp = None
-    else:
-        followed = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    return stamp(path), followed
+    return stamp(path), stamp(path, follow=True)
 
 
 @dataclass(frozen=True, slots=True)
