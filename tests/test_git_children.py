@@ -45,9 +45,12 @@ def _gone(pid: int) -> bool:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 @pytest.mark.parametrize("how", ["run", "stream"])
 @pytest.mark.parametrize("ending", ["exit", "os._exit"])
+@pytest.mark.parametrize("registered", ["at once", "late"])
 def test_a_git_still_running_in_a_background_thread_ends_with_the_process(
-    tmp_path: Path, how: str, ending: str
+    tmp_path: Path, how: str, ending: str, registered: str
 ) -> None:
+    """``late``: the thread that started git is slow to note it (as under load, the process
+    ending while git has started and the thread has not yet run again): still killed."""
     shim, pid_file = _slow_git(tmp_path)
     leave = "sys.exit(0)" if ending == "exit" else "stop_git(); os._exit(0)"
     program = textwrap.dedent(
@@ -55,6 +58,11 @@ def test_a_git_still_running_in_a_background_thread_ends_with_the_process(
         import os, sys, threading, time
         from pathlib import Path
         from poimen_memory.gitio import GitRunner, stop_git
+        from poimen_memory.gitio import runner as module
+
+        if {registered!r} == "late":
+            bound = module.bound_process
+            module.bound_process = lambda proc: (time.sleep(0.5), bound(proc))
 
         runner = GitRunner(git={str(shim)!r})
 

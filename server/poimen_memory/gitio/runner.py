@@ -136,13 +136,34 @@ def _memory_limit() -> tuple[int, int]:
 
 
 # The git processes running now (any runner's): ended with this process, never left behind.
+# A git is counted in _SPAWNING from before it is started until it is in _LIVE, so that
+# stop_all, run as the process ends, waits for one another thread is starting this moment
+# (at exit that thread might never run again to register it).
 _LIVE: set[subprocess.Popen[bytes]] = set()
-_LIVE_LOCK = threading.Lock()
+_LIVE_LOCK = threading.Condition()
+_SPAWNING = 0
+# How long stop_all waits for gits being started (each takes milliseconds).
+_SPAWN_WAIT_S = 5.0
 
 
-def _started(proc: subprocess.Popen[bytes]) -> None:
+@contextmanager
+def _spawning() -> Iterator[Callable[[subprocess.Popen[bytes]], None]]:
+    """Counts a git as being started while the block runs; the block registers it with the
+    function it is given once it runs (or leaves without one: it could not start)."""
+    global _SPAWNING
     with _LIVE_LOCK:
-        _LIVE.add(proc)
+        _SPAWNING += 1
+
+    def started(proc: subprocess.Popen[bytes]) -> None:
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
+
+    try:
+        yield started
+    finally:
+        with _LIVE_LOCK:
+            _SPAWNING -= 1
+            _LIVE_LOCK.notify_all()
 
 
 def _ended(proc: subprocess.Popen[bytes]) -> None:
@@ -153,8 +174,10 @@ def _ended(proc: subprocess.Popen[bytes]) -> None:
 def stop_all() -> None:
     """Kill every git process still running: called as this process ends (at exit, and
     before any ``os._exit``), so that a background blame, whose git may compute for seconds
-    before it writes a byte, does not outlive the server that wanted it."""
+    before it writes a byte, does not outlive the server that wanted it. A git another
+    thread is starting this moment is waited for and killed too."""
     with _LIVE_LOCK:
+        _LIVE_LOCK.wait_for(lambda: _SPAWNING == 0, timeout=_SPAWN_WAIT_S)
         running = list(_LIVE)
         _LIVE.clear()
     for proc in running:
@@ -255,23 +278,24 @@ class GitRunner:
         may_wait()
         self.count()
         argv = self.argv(args, config)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                # Never the server's own stdin (an editor's pipe): nothing but ours to read.
-                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self._env(),
-                preexec_fn=_preexec(),
-            )
-        except FileNotFoundError:
-            raise self.not_found() from None
-        except OSError as exc:
-            raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
-        bound_process(proc)
-        _started(proc)
+        with _spawning() as started:
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    # Never the server's own stdin (an editor's pipe): nothing but ours to read.
+                    stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self._env(),
+                    preexec_fn=_preexec(),
+                )
+            except FileNotFoundError:
+                raise self.not_found() from None
+            except OSError as exc:
+                raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
+            bound_process(proc)
+            started(proc)
         with proc:
             try:
                 out, err = proc.communicate(stdin, self.timeout if timeout is None else timeout)
@@ -310,22 +334,23 @@ class GitRunner:
         """A running git whose stdout is read as it is produced; killed if the reader stops."""
         may_wait()
         self.count()
-        try:
-            proc = subprocess.Popen(
-                self.argv(args, config),
-                cwd=cwd,
-                stdin=stdin,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self._env(),
-                preexec_fn=_preexec(),
-            )
-        except FileNotFoundError:
-            raise self.not_found() from None
-        except OSError as exc:
-            raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
-        bound_process(proc)
-        _started(proc)
+        with _spawning() as started:
+            try:
+                proc = subprocess.Popen(
+                    self.argv(args, config),
+                    cwd=cwd,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self._env(),
+                    preexec_fn=_preexec(),
+                )
+            except FileNotFoundError:
+                raise self.not_found() from None
+            except OSError as exc:
+                raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
+            bound_process(proc)
+            started(proc)
         timer = threading.Timer(self.timeout, proc.kill)
         timer.daemon = True
         timer.start()
