@@ -291,11 +291,14 @@ block AS (
 ),
 memory AS MATERIALIZED (
     -- Every memory by id, with the anchor it is cited by (computed once, not per block).
-    SELECT array_agg(node_sha256 ORDER BY id) AS nodes,
-           array_agg(commit_sha ORDER BY id) AS commits,
-           array_agg(file ORDER BY id) AS files,
-           array_agg(line_start ORDER BY id) AS line_starts,
-           array_agg(line_end ORDER BY id) AS line_ends
+    -- The arrays take the rows in the order the subquery sorted them (by id): an ORDER BY
+    -- in each aggregate sorted every memory five times more (PostgreSQL before 16 does not
+    -- see that its input is sorted already).
+    SELECT array_agg(node_sha256) AS nodes,
+           array_agg(commit_sha) AS commits,
+           array_agg(file) AS files,
+           array_agg(line_start) AS line_starts,
+           array_agg(line_end) AS line_ends
     FROM (SELECT DISTINCT ON (id) id, node_sha256, commit_sha, file, line_start, line_end
           FROM hit
           ORDER BY id, file, line_start, line_end) AS c
