@@ -54,6 +54,9 @@ class LensStream:
         self._cited: dict[_Key, tuple[str, int, int]] = {}
         self._commits: dict[str, CommitInfo] = {}
         self._memory: dict[_Key, LineMemory] = {}
+        # One string object per commit id and file name, whatever batch it came in: a
+        # document's memories are kept (a few documents), each naming its commit and file.
+        self._strings: dict[str, str] = {}
 
     def feed(self, entry: BlameEntry) -> None:
         """Lines blame has found (called from the thread reading git's output)."""
@@ -102,6 +105,9 @@ class LensStream:
                 assert files is not None
                 assert starts is not None
                 assert ends is not None
+                same = self._strings.setdefault
+                commits = list(map(same, commits, commits))
+                files = list(map(same, files, files))
                 keys = list(zip(nodes, commits, strict=True))
                 for key, file, start, end in zip(keys, files, starts, ends, strict=True):
                     cited = (file, start, end)
