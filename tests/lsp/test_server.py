@@ -124,6 +124,7 @@ async def test_code_lens_resolve_and_command(client: LanguageClient, world: Worl
     resolved = await client.code_lens_resolve_async(types.CodeLens(range=lens.range, data=data))
     assert resolved.command is not None
     assert resolved.command.command == commands.SHOW_MEMORIES
+    assert resolved.command.title == "1 memory · Alice · Increase buffer"
     assert lens.command is not None
     result = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(lens.command.command, list(lens.command.arguments or []))

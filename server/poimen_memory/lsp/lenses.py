@@ -3,6 +3,7 @@ memories, and one at the top with the file's total; clicking one runs mem.showMe
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -30,12 +31,12 @@ _TITLE_LENGTH = 48
 
 @dataclass
 class DocLenses:
-    """The lenses of one document version (only the lenses: memories are not kept), and
-    the same lenses as sent: serialized once, sent again as they are while the version lasts."""
+    """The lenses of one document version as sent: serialized once, sent again as they are
+    while the version lasts (neither the memories nor the lenses as objects are kept: a
+    server with lenses on many files held a few MB of them)."""
 
     version: int | None
-    lenses: list[types.CodeLens] | None
-    sent: JsonText | None = None
+    sent: JsonText | None
 
 
 def _blocks(doc: DocumentMemories) -> tuple[list[tuple[int, int, tuple[LineMemory, ...]]], int]:
@@ -124,7 +125,7 @@ def _lens_list(ls: PoimenServer, doc: Document) -> DocLenses:
     del memories
     give_back_memory()
     sent = None if lenses is None else ls.protocol.to_json(lenses, list[types.CodeLens])
-    return DocLenses(doc.version, lenses, sent)
+    return DocLenses(doc.version, sent)
 
 
 def _needs_blame(ls: PoimenServer, path: Path) -> bool:
@@ -163,8 +164,10 @@ def resolve_code_lens(ls: PoimenServer, lens: types.CodeLens) -> types.CodeLens:
     if lens.command is None and isinstance(lens.data, dict):
         title = "memories"
         cached = ls.state.lenses.get(str(lens.data.get("uri")))
-        for known in (cached.lenses or []) if cached is not None else []:
-            if known.command is not None and known.command.arguments == [lens.data]:
-                title = known.command.title
+        sent = cached.sent if cached is not None else None
+        for known in json.loads(sent.text) if sent is not None else []:
+            command = known.get("command") or {}
+            if command.get("arguments") == [lens.data]:
+                title = command.get("title", title)
         lens.command = types.Command(title, commands.SHOW_MEMORIES, arguments=[lens.data])
     return lens
