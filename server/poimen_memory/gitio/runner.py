@@ -273,6 +273,30 @@ class GitRunner:
         if shutil.which(self.git) is None:
             raise self.not_found()
 
+    def _start(
+        self, cwd: Path, args: Sequence[str], argv: list[str], stdin: int
+    ) -> subprocess.Popen[bytes]:
+        """git (``argv``, running ``args``) started in ``cwd``, its address space bounded and
+        noted as running (``stop_all`` ends it with this process)."""
+        with _spawning() as started:
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self._env(),
+                    preexec_fn=_preexec(),
+                )
+            except FileNotFoundError:
+                raise self.not_found() from None
+            except OSError as exc:
+                raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
+            bound_process(proc)
+            started(proc)
+        return proc
+
     def run(
         self,
         cwd: Path,
@@ -287,24 +311,10 @@ class GitRunner:
         may_wait()
         self.count()
         argv = self.argv(args, config)
-        with _spawning() as started:
-            try:
-                proc = subprocess.Popen(
-                    argv,
-                    cwd=cwd,
-                    # Never the server's own stdin (an editor's pipe): nothing but ours to read.
-                    stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=self._env(),
-                    preexec_fn=_preexec(),
-                )
-            except FileNotFoundError:
-                raise self.not_found() from None
-            except OSError as exc:
-                raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
-            bound_process(proc)
-            started(proc)
+        # Never the server's own stdin (an editor's pipe): nothing but ours to read.
+        proc = self._start(
+            cwd, args, argv, subprocess.DEVNULL if stdin is None else subprocess.PIPE
+        )
         with proc:
             try:
                 out, err = proc.communicate(stdin, self.timeout if timeout is None else timeout)
@@ -343,23 +353,7 @@ class GitRunner:
         """A running git whose stdout is read as it is produced; killed if the reader stops."""
         may_wait()
         self.count()
-        with _spawning() as started:
-            try:
-                proc = subprocess.Popen(
-                    self.argv(args, config),
-                    cwd=cwd,
-                    stdin=stdin,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=self._env(),
-                    preexec_fn=_preexec(),
-                )
-            except FileNotFoundError:
-                raise self.not_found() from None
-            except OSError as exc:
-                raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
-            bound_process(proc)
-            started(proc)
+        proc = self._start(cwd, args, self.argv(args, config), stdin)
         timer = threading.Timer(self.timeout, proc.kill)
         timer.daemon = True
         timer.start()
