@@ -833,6 +833,7 @@ class Bench:
             median(theirs),
             "(info)",
             lambda r: True,
+            detail="GitPython runs git without our environment: mostly the heap settings",
         )
 
 

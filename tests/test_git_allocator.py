@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import platform
 import random
-import resource
 import subprocess
 from pathlib import Path
 
@@ -29,7 +28,10 @@ def _logging_git(tmp_path: Path) -> tuple[Path, Path]:
     return shim, log
 
 
-def test_a_git_run_or_streamed_gets_the_heap_settings(tmp_path: Path) -> None:
+def test_a_git_run_or_streamed_gets_the_heap_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     shim, log = _logging_git(tmp_path)
     runner = GitRunner(git=str(shim))
     runner.run(tmp_path, ["--version"])
@@ -76,9 +78,14 @@ def _long_history(root: Path, versions: int, lines: int, changes: int) -> None:
 
 
 def _faults(cmd: list[str], cwd: Path, env: dict[str, str] | None) -> tuple[int, bytes]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, check=True).stdout
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before, out
+    """The minor page faults of ``cmd`` alone (its own usage, reaped by pid) and its output."""
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0
+    return usage.ru_minflt, out
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's tunables")
@@ -101,3 +108,21 @@ def _head(root: Path) -> str:
     return subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+def test_gitpythons_long_lived_readers_keep_the_users_own_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cat-file reader lives for seconds: it does not get the heap settings for blames
+    (it could hold 32 MiB it freed), only what the user set."""
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
+    root = tmp_path / "repo"
+    _long_history(root, versions=2, lines=10, changes=1)
+    shim, log = _logging_git(tmp_path)
+    repo = GitRepo.discover(root, GitRunner(git=str(shim)))
+    head = repo.head()
+    assert repo.blob(head, "big.txt")  # read by GitPython's persistent cat-file
+    repo.blame("big.txt", head)  # and a blame by ours
+    seen = log.read_text().splitlines()
+    assert "glibc.malloc.arena_max=2" in seen
+    assert f"{OURS}:glibc.malloc.arena_max=2" in seen

@@ -87,3 +87,27 @@ def test_a_git_still_running_in_a_background_thread_ends_with_the_process(
     finally:
         if running(git_pid):
             os.kill(git_pid, 9)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_a_git_started_after_the_ending_began_is_killed_at_once(tmp_path: Path) -> None:
+    """Once stop_git ran (the process is ending), a git another thread starts is killed as
+    soon as it is noted: at exit, nothing would stop it later."""
+    shim, _ = _slow_git(tmp_path)
+    program = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from poimen_memory.gitio import GitRunner, stop_git
+        from poimen_memory.gitio.errors import GitFailed
+
+        stop_git()
+        try:
+            GitRunner(git={str(shim)!r}).run(Path.cwd(), ["blame", "HEAD", "--", "big.c"])
+        except GitFailed:
+            sys.exit(0)
+        sys.exit(3)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, timeout=60)
+    assert done.returncode == 0  # it ended at once, not after the shim's minute

@@ -81,6 +81,10 @@ class BoundGit(git.cmd.Git):
         persistent = bool(kwargs.get("as_process"))
         if not persistent:
             kwargs["preexec_fn"] = bound_memory
+        else:
+            # A reader that lives for seconds keeps the allocator's defaults (the user's
+            # tunables alone): the heap settings for blames would let it hold 32 MiB freed.
+            kwargs["env"]["GLIBC_TUNABLES"] = os.environ.get("GLIBC_TUNABLES", "")
         try:
             done = super().execute(argv, *args, **kwargs)
         except git.exc.GitCommandNotFound:

@@ -9,6 +9,7 @@ import resource
 import shutil
 import subprocess
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -90,8 +91,10 @@ _ENV_OVERRIDES: Mapping[str, str] = {
 # when 32 MiB lie free at its top. With the defaults (128 KiB each) a blame of a long-lived
 # file grows and trims its heap again and again as it reads versions: redis's src/server.c,
 # 110,000 page faults and a fifth of git's time in the kernel; with these, 28,000 and a
-# twentieth, the same peak memory, 14% less time. (Other C libraries ignore the variable; a
-# tunable the user sets comes after ours and wins.)
+# twentieth, the same peak memory, 14% less time. (Setting them also keeps the mmap
+# threshold at 128 KiB rather than letting it grow: larger blocks are still mapped apart.
+# Other C libraries ignore the variable; a tunable the user sets comes after ours and wins.
+# GitPython's long-lived cat-file readers get the user's value alone: see gitpython.)
 _MALLOC_TUNABLES = "glibc.malloc.top_pad=16777216:glibc.malloc.trim_threshold=33554432"
 _OUT_OF_MEMORY = "out of memory"
 # git's words on stderr, recognised but never repeated: they may quote a file git was pointed
@@ -150,29 +153,39 @@ def _memory_limit() -> tuple[int, int]:
 # (at exit that thread might never run again to register it).
 _LIVE: set[subprocess.Popen[bytes]] = set()
 _LIVE_LOCK = threading.Condition()
-_SPAWNING = 0
+_SPAWNING: Counter[int] = Counter()  # thread id -> gits it is starting
+_STOPPED = False  # stop_all ran: a git started after it is killed as soon as it is noted
 # How long stop_all waits for gits being started (each takes milliseconds).
 _SPAWN_WAIT_S = 5.0
 
 
 @contextmanager
 def _spawning() -> Iterator[Callable[[subprocess.Popen[bytes]], None]]:
-    """Counts a git as being started while the block runs; the block registers it with the
-    function it is given once it runs (or leaves without one: it could not start)."""
-    global _SPAWNING
-    with _LIVE_LOCK:
-        _SPAWNING += 1
+    """Counts a git as being started by this thread while the block runs; the block notes it
+    as running with the function it is given as soon as ``Popen`` returns (or leaves without
+    one: it could not start)."""
+    me = threading.get_ident()
+    counted = False
 
     def started(proc: subprocess.Popen[bytes]) -> None:
         with _LIVE_LOCK:
             _LIVE.add(proc)
+            if _STOPPED:  # the process is ending: no git of ours outlives it
+                with suppress(OSError):
+                    proc.kill()
 
     try:
+        with _LIVE_LOCK:
+            _SPAWNING[me] += 1
+            counted = True
         yield started
     finally:
-        with _LIVE_LOCK:
-            _SPAWNING -= 1
-            _LIVE_LOCK.notify_all()
+        if counted:
+            with _LIVE_LOCK:
+                _SPAWNING[me] -= 1
+                if not _SPAWNING[me]:
+                    del _SPAWNING[me]
+                _LIVE_LOCK.notify_all()
 
 
 def _ended(proc: subprocess.Popen[bytes]) -> None:
@@ -184,9 +197,15 @@ def stop_all() -> None:
     """Kill every git process still running: called as this process ends (at exit, and
     before any ``os._exit``), so that a background blame, whose git may compute for seconds
     before it writes a byte, does not outlive the server that wanted it. A git another
-    thread is starting this moment is waited for and killed too."""
+    thread is starting this moment is waited for and killed too, and one started later is
+    killed as it is noted."""
+    global _STOPPED
+    me = threading.get_ident()
     with _LIVE_LOCK:
-        _LIVE_LOCK.wait_for(lambda: _SPAWNING == 0, timeout=_SPAWN_WAIT_S)
+        _STOPPED = True
+        _LIVE_LOCK.wait_for(
+            lambda: not any(n for t, n in _SPAWNING.items() if t != me), timeout=_SPAWN_WAIT_S
+        )
         running = list(_LIVE)
         _LIVE.clear()
     for proc in running:
@@ -293,8 +312,8 @@ class GitRunner:
                 raise self.not_found() from None
             except OSError as exc:
                 raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
-            bound_process(proc)
             started(proc)
+            bound_process(proc)
         return proc
 
     def run(
