@@ -49,8 +49,9 @@ def _gone(pid: int) -> bool:
 def test_a_git_still_running_in_a_background_thread_ends_with_the_process(
     tmp_path: Path, how: str, ending: str, registered: str
 ) -> None:
-    """``late``: the thread that started git is slow to note it (as under load, the process
-    ending while git has started and the thread has not yet run again): still killed."""
+    """``late``: the thread that started git is slow to note it (``Popen`` returns half a
+    second after git started, as under load the thread may not run again before the process
+    ends): still killed."""
     shim, pid_file = _slow_git(tmp_path)
     leave = "sys.exit(0)" if ending == "exit" else "stop_git(); os._exit(0)"
     program = textwrap.dedent(
@@ -61,8 +62,12 @@ def test_a_git_still_running_in_a_background_thread_ends_with_the_process(
         from poimen_memory.gitio import runner as module
 
         if {registered!r} == "late":
-            bound = module.bound_process
-            module.bound_process = lambda proc: (time.sleep(0.5), bound(proc))
+            class SlowToReturn(module.subprocess.Popen):
+                def __init__(self, *args, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    time.sleep(0.5)
+
+            module.subprocess.Popen = SlowToReturn
 
         runner = GitRunner(git={str(shim)!r})
 
