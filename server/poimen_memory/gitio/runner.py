@@ -159,35 +159,6 @@ _STOPPED = False  # stop_all ran: a git started after it is killed as soon as it
 _SPAWN_WAIT_S = 5.0
 
 
-@contextmanager
-def _spawning() -> Iterator[Callable[[subprocess.Popen[bytes]], None]]:
-    """Counts a git as being started by this thread while the block runs; the block notes it
-    as running with the function it is given as soon as ``Popen`` returns (or leaves without
-    one: it could not start)."""
-    me = threading.get_ident()
-    counted = False
-
-    def started(proc: subprocess.Popen[bytes]) -> None:
-        with _LIVE_LOCK:
-            _LIVE.add(proc)
-            if _STOPPED:  # the process is ending: no git of ours outlives it
-                with suppress(OSError):
-                    proc.kill()
-
-    try:
-        with _LIVE_LOCK:
-            _SPAWNING[me] += 1
-            counted = True
-        yield started
-    finally:
-        if counted:
-            with _LIVE_LOCK:
-                _SPAWNING[me] -= 1
-                if not _SPAWNING[me]:
-                    del _SPAWNING[me]
-                _LIVE_LOCK.notify_all()
-
-
 def _ended(proc: subprocess.Popen[bytes]) -> None:
     with _LIVE_LOCK:
         _LIVE.discard(proc)
@@ -295,9 +266,15 @@ class GitRunner:
     def _start(
         self, cwd: Path, args: Sequence[str], argv: list[str], stdin: int
     ) -> subprocess.Popen[bytes]:
-        """git (``argv``, running ``args``) started in ``cwd``, its address space bounded and
-        noted as running (``stop_all`` ends it with this process)."""
-        with _spawning() as started:
+        """git (``argv``, running ``args``) started in ``cwd``, noted as running (``stop_all``
+        ends it with this process) and its address space bounded. While it starts, it is
+        counted in _SPAWNING under this thread; once stop_all ran, it is killed as noted."""
+        me = threading.get_ident()
+        counted = False
+        try:
+            with _LIVE_LOCK:
+                _SPAWNING[me] += 1
+                counted = True
             try:
                 proc = subprocess.Popen(
                     argv,
@@ -312,8 +289,19 @@ class GitRunner:
                 raise self.not_found() from None
             except OSError as exc:
                 raise GitFailed(f"git {args[0]} could not run in {cwd}: {exc.strerror}") from None
-            started(proc)
+            with _LIVE_LOCK:
+                _LIVE.add(proc)
+                if _STOPPED:  # the process is ending: no git of ours outlives it
+                    with suppress(OSError):
+                        proc.kill()
             bound_process(proc)
+        finally:
+            if counted:
+                with _LIVE_LOCK:
+                    _SPAWNING[me] -= 1
+                    if not _SPAWNING[me]:
+                        del _SPAWNING[me]
+                    _LIVE_LOCK.notify_all()
         return proc
 
     def run(
