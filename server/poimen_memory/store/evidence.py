@@ -130,24 +130,48 @@ class EvidenceReads:
         rows = self._connector.read(
             lambda conn: conn.execute(statement, values, binary=True).fetchall()
         )
-        more = any(row["kind"] == 0 and row["k"] > limit for row in rows)
-        after = None
-        if more:
-            last = next((row for row in rows if row["kind"] == 0 and row["k"] == limit), None)
-            if last is not None:
-                after = _key_of(last, dated=selector == "anchors_author")
-        ancestors = _ancestors(rows)
-        seen: dict[str, MemoryNode] = {}
-        found = (
-            _evidence_from_row(project, row, seen, ancestors)
+        anchors = [row for row in rows if row["kind"] == 0]
+        commits = {
+            (row["repo"], row["commit_sha"]): _commit_info(RepoId(row["repo"]), row)
             for row in rows
-            if row["kind"] == 0
-            and row["k"] <= limit
-            and row["sha256"] is not None
-            and row["commit_found"] is not None
-        )
-        nodes = len({row["node_sha256"] for row in rows if row["kind"] == 0 and row["k"] <= limit})
-        return EvidencePage([evidence for evidence in found if evidence is not None], after, nodes)
+            if row["kind"] == 2
+        }
+        after = None
+        if len(anchors) > limit:
+            last = next((row for row in anchors if row["k"] == limit), None)
+            if last is not None:
+                after = _key_of(last)
+                if selector == "anchors_author":  # pages by date: its commit's
+                    after["after_date"] = commits[last["repo"], last["commit_sha"]].author_date
+        anchors = [row for row in anchors if row["k"] <= limit]
+        l0s = {
+            row["sha256"]: readable_node({**row, "parents": ()}) for row in rows if row["kind"] == 3
+        }
+        ancestors = _ancestors(rows)
+        found = []
+        for row in anchors:
+            node = l0s.get(row["node_sha256"])
+            commit = commits.get((row["repo"], row["commit_sha"]))
+            if node is None or commit is None:  # not stored, or not readable back
+                continue
+            anchor = Anchor(
+                project,
+                node.sha256,
+                commit.repo,
+                commit.sha,
+                row["file"],
+                row["line_start"],
+                row["line_end"],
+            )
+            found.append(
+                (row, Evidence(anchor, commit, node, ancestors.get(node.sha256.value, ())))
+            )
+        # Newest memory first, then by place and the selector's order.
+        found.sort(key=lambda pair: (pair[0]["file"], pair[0]["line_start"], pair[0]["k"]))
+        found.sort(key=lambda pair: pair[1].node.sha256.value)
+        found.sort(key=lambda pair: pair[1].node.created_at, reverse=True)
+        nodes = len({row["node_sha256"] for row in anchors})
+        return EvidencePage([evidence for _, evidence in found], after, nodes)
 
     def _evidence_of(self, project: ProjectId, chosen: list[dict[str, Any]]) -> list[Evidence]:
         """The evidence of chosen anchors (rows named as the ``anchors_*`` queries name them)."""
@@ -396,9 +420,9 @@ def warm_connection(conn: Connection) -> None:
     conn.execute(query("blame_line"), {**shared, "touch_after_s": 60}, prepare=True).fetchall()
 
 
-def _key_of(row: dict[str, Any], *, dated: bool = False) -> dict[str, Any]:
-    """The keyset of a chosen anchor (and its commit's date, for pages by date)."""
-    key = {
+def _key_of(row: dict[str, Any]) -> dict[str, Any]:
+    """The keyset of a chosen anchor."""
+    return {
         "after_repo": row["repo"],
         "after_commit": row["commit_sha"],
         "after_file": row["file"],
@@ -406,9 +430,6 @@ def _key_of(row: dict[str, Any], *, dated: bool = False) -> dict[str, Any]:
         "after_end": row["line_end"],
         "after_node": row["node_sha256"],
     }
-    if dated:
-        key["after_date"] = row["author_date"]
-    return key
 
 
 def _after(after: dict[str, Any] | None) -> dict[str, Any]:
@@ -464,37 +485,3 @@ def _ancestors(rows: list[dict[str, Any]]) -> dict[str, tuple[tuple[MemoryNode, 
         found.sort(key=lambda pair: pair[1])
         out[origin] = tuple(found)
     return out
-
-
-def _evidence_from_row(
-    project: ProjectId,
-    row: dict[str, Any],
-    seen: dict[str, MemoryNode],
-    ancestors: dict[str, tuple[tuple[MemoryNode, int], ...]],
-) -> Evidence | None:
-    """One anchor row of the evidence query; ``seen`` shares the L0 nodes met in earlier
-    rows, ``ancestors`` holds the nodes above each. None when its node cannot be read back
-    (``readable_node``)."""
-    repo = RepoId(row["repo"])
-    commit = CommitSha(row["commit_sha"])
-    node = seen.get(row["sha256"])
-    if node is None:
-        node = readable_node({**row, "parents": ()})
-        if node is None:
-            return None
-        seen[row["sha256"]] = node
-    return Evidence(
-        anchor=Anchor(
-            project, node.sha256, repo, commit, row["file"], row["line_start"], row["line_end"]
-        ),
-        commit=CommitInfo(
-            repo=repo,
-            sha=commit,
-            message=row["message"],
-            author_name=row["author_name"],
-            author_email=row["author_email"],
-            author_date=row["author_date"],
-        ),
-        node=node,
-        ancestors=ancestors.get(row["sha256"], ()),
-    )

@@ -84,9 +84,11 @@ SELECT (SELECT count(*) FROM memory_edge) AS edges,
 -- name: evidence
 -- The evidence of the anchors a selector chooses, in one statement: the selector (one of the
 -- anchors_* queries below) takes the place of the CHOSEN line, and its rows are numbered k
--- in its order (a numbering without an order of its own keeps its input's). Rows of two
--- kinds: 0, every chosen anchor, the first %(page)s with their commit and their L0 node (a
--- row past %(page)s only says that more follow; NULLs where the commit or node is missing);
+-- in its order (a numbering without an order of its own keeps its input's). Each thing is
+-- sent once, in rows of four kinds, in no order (the reader puts them together):
+-- 0, every chosen anchor (a row past %(page)s only says that more follow);
+-- 2, each commit of the first %(page)s anchors, once, where it is stored;
+-- 3, each L0 node of those anchors, once, where it is stored;
 -- 1, each node above those L0 nodes, once, with the L0 nodes it is above (origins) and its
 -- nearest depth from each, walked once per L0 node however many anchors it has, and its
 -- parents (the edges among them: edges point up a level at a time, so a walk of 8 sees
@@ -97,10 +99,13 @@ WITH RECURSIVE chosen AS MATERIALIZED (
         -- CHOSEN
     ) AS s
 ),
+l0 AS MATERIALIZED (
+    SELECT DISTINCT node_sha256 AS sha256 FROM chosen WHERE k <= %(page)s
+),
 walk (origin, child, sha256, depth) AS (
     SELECT e.child_sha256, e.child_sha256, e.parent_sha256, 1
-    FROM (SELECT DISTINCT node_sha256 FROM chosen WHERE k <= %(page)s) AS d
-    JOIN memory_edge e ON e.project = %(project)s AND e.child_sha256 = d.node_sha256
+    FROM l0
+    JOIN memory_edge e ON e.project = %(project)s AND e.child_sha256 = l0.sha256
   UNION
     SELECT w.origin, e.child_sha256, e.parent_sha256, w.depth + 1
     FROM walk w
@@ -114,34 +119,45 @@ edge AS (  -- a parent may come twice (walked from two nodes): a node's parents 
     SELECT child, array_agg(sha256) AS parents FROM walk GROUP BY child
 )
 SELECT 0 AS kind, ch.k, ch.node_sha256, ch.repo, ch.commit_sha, ch.file, ch.line_start,
-       ch.line_end, c.commit_sha AS commit_found, c.message, c.author_name, c.author_email,
-       c.author_date, n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text,
-       n.created_at, NULL::text[] AS origins, NULL::int[] AS depths, NULL::text[] AS parents
+       ch.line_end, NULL::text AS message, NULL::text AS author_name,
+       NULL::text AS author_email, NULL::timestamptz AS author_date, NULL::text AS sha256,
+       NULL::text AS level, NULL::text AS project, NULL::text AS query_id,
+       NULL::text AS run_id, NULL::int AS t, NULL::text AS text,
+       NULL::timestamptz AS created_at, NULL::text[] AS origins, NULL::int[] AS depths,
+       NULL::text[] AS parents
 FROM chosen ch
+UNION ALL
 -- Each by its key (a lateral lookup: the planner cannot know how few anchors were chosen,
 -- and would hash a whole table of commits for them).
-LEFT JOIN LATERAL (
+SELECT 2, NULL, NULL, d.repo, c.commit_sha, NULL, NULL, NULL, c.message, c.author_name,
+       c.author_email, c.author_date, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL
+FROM (SELECT DISTINCT repo, commit_sha FROM chosen WHERE k <= %(page)s) AS d
+CROSS JOIN LATERAL (
     SELECT c.commit_sha, c.message, c.author_name, c.author_email, c.author_date
     FROM git_commit c
-    WHERE ch.k <= %(page)s
-      AND c.project = %(project)s AND c.repo = ch.repo AND c.commit_sha = ch.commit_sha
+    WHERE c.project = %(project)s AND c.repo = d.repo AND c.commit_sha = d.commit_sha
     LIMIT 1  -- the key: at most one row; the limit keeps the lookup a lookup
-) AS c ON true
-LEFT JOIN LATERAL (
+) AS c
+UNION ALL
+SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at, NULL,
+       NULL, NULL
+FROM l0
+CROSS JOIN LATERAL (
     SELECT n.sha256, n.level, n.project, n.query_id, n.run_id, n.t, n.text, n.created_at
     FROM memory_node n
-    WHERE ch.k <= %(page)s AND n.project = %(project)s AND n.sha256 = ch.node_sha256
+    WHERE n.project = %(project)s AND n.sha256 = l0.sha256
     LIMIT 1
-) AS n ON true
+) AS n
 UNION ALL
-SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        p.sha256, p.level, p.project, p.query_id, p.run_id, p.t, p.text, p.created_at,
        r.origins, r.depths, coalesce(g.parents, '{}')
 FROM (SELECT sha256, array_agg(origin) AS origins, array_agg(depth) AS depths  -- paired
       FROM above GROUP BY sha256) AS r
 JOIN memory_node p ON p.project = %(project)s AND p.sha256 = r.sha256
-LEFT JOIN edge g ON g.child = r.sha256
-ORDER BY kind, created_at DESC NULLS LAST, sha256, file, line_start, k;
+LEFT JOIN edge g ON g.child = r.sha256;
 
 -- name: anchors_given
 -- Anchors the caller chose, one array per column (for the evidence query).
