@@ -136,6 +136,53 @@ def test_large_batch_goes_through_copy(store: Store, project: ProjectId) -> None
     assert len(store.get_nodes(project, [n.sha256 for n in nodes])) == 601
 
 
+def test_copy_of_new_nodes_goes_straight_in_and_a_partly_stored_batch_adds_the_rest(
+    store: Store, store_dsn: str, project: ProjectId
+) -> None:
+    """New nodes, their edges and anchors are copied into the tables themselves; a batch of
+    which some nodes are stored adds exactly the others (the staging path), with counts."""
+    l1 = mk(project, Level.L1, "summary")
+    evidence = [mk(project, Level.L0, f"evidence {i}", (l1.sha256,)) for i in range(600)]
+    anchors = [
+        Anchor(project, e.sha256, REPO, C1, "a.py", i + 1, i + 1) for i, e in enumerate(evidence)
+    ]
+    first = Batch(nodes=[l1, *evidence[:300]], commits=[commit(C1)], anchors=anchors[:300])
+    assert store.insert_batch(first, use_copy=True) == InsertCounts(
+        nodes=301, edges=300, commits=1, anchors=300
+    )
+    both = Batch(nodes=[l1, *evidence], commits=[commit(C1)], anchors=anchors)
+    assert store.insert_batch(both, use_copy=True) == InsertCounts(
+        nodes=300, edges=300, commits=0, anchors=300
+    )
+    before = snapshot(store_dsn)
+    assert store.insert_batch(both, use_copy=True) == InsertCounts()
+    assert snapshot(store_dsn) == before
+    with psycopg.connect(store_dsn) as conn:
+        stored = conn.execute(
+            "SELECT count(*) FROM git_anchor WHERE project = %s", (project.value,)
+        ).fetchone()
+    assert stored == (600,)
+
+
+def test_copy_straight_in_that_meets_a_stored_row_falls_back_to_the_stage(
+    store: Store, store_dsn: str, project: ProjectId, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nodes found new by the probe but stored before the COPY (another ingest's, in
+    between): that COPY is undone and the rows are merged, the stored ones skipped."""
+    import poimen_memory.store.writes as writes
+
+    batch, _ = graph(project)
+    store.insert_batch(batch, use_copy=True)
+    before = snapshot(store_dsn)
+    monkeypatch.setattr(writes, "_any_stored", lambda conn, nodes: False)  # the race
+    assert store.insert_batch(batch, use_copy=True) == InsertCounts()
+    assert snapshot(store_dsn) == before
+    extra = mk(project, Level.L0, "one more", (batch.nodes[0].sha256,))
+    assert store.insert_batch(Batch(nodes=[*batch.nodes, extra]), use_copy=True) == InsertCounts(
+        nodes=1, edges=1
+    )
+
+
 def test_get_nodes_reads_back_equal_values(store: Store, project: ProjectId) -> None:
     batch, n = graph(project)
     store.insert_batch(batch)

@@ -2,9 +2,11 @@
 
 Re-inserting a batch changes no row, and a failure leaves nothing of the batch behind: what
 the domain can check (the size of a node's text) is checked before the transaction opens. Large
-batches go through a text ``COPY`` into temporary staging tables and one ``INSERT ... SELECT``
-per table. Each table's columns are named once, in its ``Table``: the rows and every statement
-that writes them are built from that.
+batches go through a text ``COPY``: of nodes none of which is stored (one probe says), the
+nodes, their edges and their anchors straight into their tables; otherwise, and for commits,
+into temporary staging tables and one ``INSERT ... SELECT`` per table. Each table's columns
+are named once, in its ``Table``: the rows and every statement that writes them are built
+from that.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from operator import attrgetter
 from typing import Any
 
 from psycopg import Cursor, sql
+from psycopg.errors import UniqueViolation
 
 from poimen_memory.domain import (
     Anchor,
@@ -191,6 +194,9 @@ PENDING = Table(
     ),
 )
 
+# What a batch of new nodes alone writes: rows keyed by those nodes, new with them.
+_OWN_ROWS = (NODES, EDGES, ANCHORS)
+
 
 @dataclass(frozen=True, slots=True)
 class Batch:
@@ -285,7 +291,19 @@ class BatchWrites:
             use_copy = sum(len(rows) for _, _, rows in writes) >= COPY_THRESHOLD
         with self._connector.connection() as conn:  # one transaction (no savepoint in it)
             if use_copy:
-                added = {count: _copy_rows(conn, table, rows) for count, table, rows in writes}
+                # New nodes: their edges up and their anchors are new too, so those three
+                # tables are copied into straight (commits are shared: through a stage).
+                own = {(n.project, n.sha256) for n in batch.nodes}
+                fresh = (
+                    bool(own)
+                    and all((e.project, e.child) in own for e in edges)
+                    and all((a.project, a.node) in own for a in batch.anchors)
+                    and not _any_stored(conn, batch.nodes)
+                )
+                added = {
+                    count: _copy_rows(conn, table, rows, direct=fresh and table in _OWN_ROWS)
+                    for count, table, rows in writes
+                }
                 added["settled"] = _count(_settle(conn, batch.settled))
                 _refuse_downward(_edge_levels(conn, edges))
                 _notify(conn, notify)
@@ -330,11 +348,36 @@ def _write_rows(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> 
     return [cur]
 
 
-def _copy_rows(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> int:
-    """Insert ``rows`` into ``table`` by COPY into a staging table; how many were new."""
+def _any_stored(conn: Connection, nodes: Sequence[MemoryNode]) -> bool:
+    """Whether any of ``nodes`` is stored already (an indexed probe per project)."""
+    by_project: dict[ProjectId, list[Sha256Hash]] = {}
+    for node in nodes:
+        by_project.setdefault(node.project, []).append(node.sha256)
+    for project, shas in by_project.items():
+        row = conn.execute(query("nodes_stored"), {"project": project, "shas": shas}).fetchone()
+        if row and row["stored"]:
+            return True
+    return False
+
+
+def _copy_rows(
+    conn: Connection, table: Table, rows: list[tuple[Any, ...]], *, direct: bool = False
+) -> int:
+    """Insert ``rows`` into ``table`` by COPY; how many were new. Through a staging table
+    merged into the table, skipping the rows stored already; ``direct``, rows expected new
+    are copied into the table itself, and only if one is stored after all (written since
+    by another ingest) is that COPY undone (a savepoint) and the staging table used."""
     if not rows:
         return 0
     with conn.cursor() as cur:
+        if direct:
+            try:
+                with conn.transaction(), cur.copy(table.statement("copy_table")) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+                return len(rows)
+            except UniqueViolation:
+                pass
         cur.execute(table.statement("create_stage"))
         with cur.copy(table.statement("copy_stage")) as stage:
             for row in rows:

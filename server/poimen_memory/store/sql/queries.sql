@@ -16,6 +16,18 @@ CREATE TEMP TABLE {stage} ON COMMIT DROP AS SELECT {columns} FROM {table} WITH N
 -- name: copy_stage
 COPY {stage} ({columns}) FROM STDIN;
 
+-- name: copy_table
+-- Rows that are all new, straight into the table (a row stored already fails the whole
+-- COPY: the rows then go through a staging table and merge_stage).
+COPY {table} ({columns}) FROM STDIN;
+
+-- name: nodes_stored
+-- Whether any of the nodes is stored already (a batch of new nodes is copied straight in).
+SELECT EXISTS (
+    SELECT 1 FROM memory_node
+    WHERE project = %(project)s AND sha256 = ANY(%(shas)s::text[])
+) AS stored;
+
 -- name: merge_stage
 INSERT INTO {table} ({columns}) SELECT {columns} FROM {stage}
 ON CONFLICT DO NOTHING;
