@@ -111,12 +111,13 @@ class BlameRunner:
         since: CommitSha | None = None,
     ) -> Blame:
         """Blame ``path`` as of ``rev`` (whole file, or only ``lines``), parsed as it streams;
-        BinaryFile for a whole file git finds no lines in because it is binary. With
-        ``on_entry`` (whole files only), git reports lines as it finds them, each entry
-        passed on; the file is then looked at for binary content (the lines' text is not
-        read). ``since``: git walks no further back than that commit (its lines boundary)."""
+        BinaryFile for a whole file that is binary. A whole file is blamed incrementally:
+        git reports lines as it finds them (each entry passed to ``on_entry``, if given),
+        so they are parsed while git works rather than all after it, and the file is then
+        looked at for binary content (the lines' text is not read). ``since``: git walks no
+        further back than that commit (its lines boundary)."""
         repo = self._repo
-        incremental = on_entry is not None and lines is None
+        incremental = lines is None
         args = self.args(rev, path, lines, incremental=incremental, since=since)
         config = self.settings().config
         result = run_blame(
