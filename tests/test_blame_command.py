@@ -116,7 +116,7 @@ def test_mem_blame_text_output(kong: FixtureRepo, capsys: pytest.CaptureFixture[
     for n, (row, (sha, path, orig)) in enumerate(zip(rows, want, strict=True), start=1):
         assert row.startswith(f"{sha[:8]} {path}:{orig} ")
         assert row.endswith(f"{n}) {text[n - 1]}")
-    assert "identical to git blame --porcelain" in summary
+    assert "identical to git blame" in summary
 
 
 def test_mem_blame_verify_reports_every_line_that_differs(

@@ -174,7 +174,7 @@ def test_copy_straight_in_that_meets_a_stored_row_falls_back_to_the_stage(
     batch, _ = graph(project)
     store.insert_batch(batch, use_copy=True)
     before = snapshot(store_dsn)
-    monkeypatch.setattr(writes, "_any_stored", lambda conn, nodes: False)  # the race
+    monkeypatch.setattr(writes, "_all_new", lambda conn, nodes: True)  # the race
     assert store.insert_batch(batch, use_copy=True) == InsertCounts()
     assert snapshot(store_dsn) == before
     extra = mk(project, Level.L0, "one more", (batch.nodes[0].sha256,))
@@ -383,6 +383,10 @@ def test_a_line_s_newest_evidence_is_read_and_the_rest_counted(
     )
     page = store.newest_at_line(project, REPO, C2, file, 11, 4)
     assert [e.node.text for e in page.rows] == ["note 10", "note 10", "note 9", "note 8"]
+    # Only the anchors read: note 10's second anchor is past the first one read.
+    first = store.newest_at_line(project, REPO, C2, file, 11, 1)
+    assert [(e.node.text, e.anchor.line_start) for e in first.rows] == [("note 10", 0)]
+    assert first.nodes == 11
     assert page.nodes == 11  # notes 0-10 cover line 11; note 11 does not
     assert all(e.ancestors and e.ancestors[0][0].sha256 == l1.sha256 for e in page.rows)
     every = store.evidence_at_line(project, REPO, C2, file, 11)

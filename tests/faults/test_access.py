@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,22 @@ import pytest
 from psycopg import conninfo, sql
 
 from poimen_memory.cli import build_parser
-from poimen_memory.domain import ProjectId
+from poimen_memory.domain import (
+    Anchor,
+    CommitInfo,
+    CommitSha,
+    Level,
+    MemoryNode,
+    ProjectId,
+    QueryId,
+    RepoId,
+    RunId,
+    Sha256Hash,
+)
 from poimen_memory.http import create_app
 from poimen_memory.lookup import build_service
 from poimen_memory.operations import Services
-from poimen_memory.store import Store
+from poimen_memory.store import Batch, InsertCounts, Store
 from poimen_memory.store.queries import query
 
 from ..conftest import admin_dsn
@@ -299,6 +311,71 @@ def test_a_limited_role_that_may_write_writes_only_its_projects(
             admin.execute(
                 "DELETE FROM memory_node WHERE project = %s AND (sha256 = %s OR text = %s)",
                 (roles.ids["alpha"], "a" * 64, _WRITTEN.format("Alpha")),
+            )
+            admin.execute(
+                sql.SQL(
+                    "REVOKE INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public FROM {}"
+                ).format(role)
+            )
+
+
+def test_a_limited_role_writes_a_batch_big_enough_for_copy(faults: Faults, roles: Roles) -> None:
+    """COPY into a table is refused to a role that row-level security applies to: a batch of
+    new nodes big enough for COPY, written by the limited role into its own project, goes
+    through the staging tables and is written whole."""
+    role = sql.Identifier(roles.names["limited"])
+    project = ProjectId(roles.ids["alpha"])
+    run = RunId(f"copy-{uuid.uuid4().hex[:8]}")
+    sha = CommitSha(uuid.uuid4().hex + "0" * 8)
+    repo = RepoId("github.com/org/limited")
+    when = datetime(2026, 8, 20, 9, 0, tzinfo=UTC)
+
+    def node(level: Level, text: str, parents: tuple[Sha256Hash, ...] = ()) -> MemoryNode:
+        return MemoryNode(level, project, QueryId("q-copy"), run, 1, text, when, parents)
+
+    summary = node(Level.L1, "What the large batch learned.")
+    evidence = [node(Level.L0, f"Large batch evidence {i}.", (summary.sha256,)) for i in range(600)]
+    anchors = [
+        Anchor(project, e.sha256, repo, sha, "src/big.py", i + 1, i + 1)
+        for i, e in enumerate(evidence)
+    ]
+    info = CommitInfo(repo, sha, "Large batch", "Alice", "alice@org.test", when)
+    with psycopg.connect(faults.dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {}").format(
+                role
+            )
+        )
+    try:
+        with Store(roles.dsns["limited"]) as store:
+            counts = store.insert_batch(
+                Batch(nodes=[summary, *evidence], commits=[info], anchors=anchors), use_copy=True
+            )
+        assert counts == InsertCounts(nodes=601, edges=600, commits=1, anchors=600)
+        with psycopg.connect(faults.dsn) as conn:
+            stored = conn.execute(
+                "SELECT count(*) FROM git_anchor WHERE project = %s AND commit_sha = %s",
+                (project.value, sha.value),
+            ).fetchone()
+        assert stored == (600,)
+    finally:
+        with psycopg.connect(faults.dsn, autocommit=True) as admin:
+            admin.execute(
+                "DELETE FROM git_anchor WHERE project = %s AND commit_sha = %s",
+                (project.value, sha.value),
+            )
+            admin.execute(
+                "DELETE FROM memory_edge WHERE project = %s AND child_sha256 IN"
+                " (SELECT sha256 FROM memory_node WHERE project = %s AND run_id = %s)",
+                (project.value, project.value, run.value),
+            )
+            admin.execute(
+                "DELETE FROM memory_node WHERE project = %s AND run_id = %s",
+                (project.value, run.value),
+            )
+            admin.execute(
+                "DELETE FROM git_commit WHERE project = %s AND commit_sha = %s",
+                (project.value, sha.value),
             )
             admin.execute(
                 sql.SQL(

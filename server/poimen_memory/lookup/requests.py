@@ -294,7 +294,7 @@ class BlameRequest(Request):
     ] = None
     verify: Annotated[
         bool,
-        Field(description="Also run `git blame --porcelain` and list every line that differs."),
+        Field(description="Also run git's own `git blame` and list every line that differs."),
     ] = False
 
 

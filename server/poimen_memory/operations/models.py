@@ -61,7 +61,7 @@ class BlameResponse(_Out):
     ]
     lines: Annotated[list[BlameLineOut], Field(description="Every line's origin, in order.")]
     verified: Annotated[
-        bool | None, Field(description="With `verify`: identical to git blame --porcelain.")
+        bool | None, Field(description="With `verify`: identical to git blame.")
     ] = None
     differences: Annotated[
         list[BlameDifference] | None, Field(description="With `verify`: the lines that differ.")

@@ -387,7 +387,7 @@ OPERATIONS: Final[tuple[Operation[Any, Any, Any], ...]] = (
         summary="a file's blame as the server computes it (cache, checkpoints)",
         description="A file's blame as lookups compute it: from the local cache, the shared "
         "one, a cached ancestor plus the commits since, or git; with `verify`, compared line by "
-        "line with `git blame --porcelain`.",
+        "line with git's own `git blame`.",
         request=BlameRequest,
         response=BlameResponse,
         run=_blame,

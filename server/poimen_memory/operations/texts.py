@@ -119,7 +119,7 @@ def blame_text(req: object, answer: BlameResponse) -> str:
     )
     if answer.verified is not None:
         summary += (
-            "; identical to git blame --porcelain"
+            "; identical to git blame"
             if answer.verified
             else f"; {len(answer.differences or ())} lines differ from git blame"
         )

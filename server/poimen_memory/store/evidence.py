@@ -150,6 +150,8 @@ class EvidenceReads:
         ancestors = _ancestors(rows)
         found = []
         for row in anchors:
+            if row["k"] > values["page"]:  # counted, not read
+                continue
             node = l0s.get(row["node_sha256"])
             commit = commits.get((row["repo"], row["commit_sha"]))
             if node is None or commit is None:  # not stored, or not readable back

@@ -17,7 +17,7 @@ from operator import attrgetter
 from typing import Any
 
 from psycopg import Cursor, sql
-from psycopg.errors import UniqueViolation
+from psycopg.errors import FeatureNotSupported, UniqueViolation
 
 from poimen_memory.domain import (
     Anchor,
@@ -289,7 +289,7 @@ class BatchWrites:
         ]
         if use_copy is None:  # Batch.size, counted from the rows without building edges again
             use_copy = sum(len(rows) for _, _, rows in writes) >= COPY_THRESHOLD
-        with self._connector.connection() as conn:  # one transaction (no savepoint in it)
+        with self._connector.connection() as conn:  # one transaction
             if use_copy:
                 # New nodes: their edges up and their anchors are new too, so those three
                 # tables are copied into straight (commits are shared: through a stage).
@@ -298,7 +298,7 @@ class BatchWrites:
                     bool(own)
                     and all((e.project, e.child) in own for e in edges)
                     and all((a.project, a.node) in own for a in batch.anchors)
-                    and not _any_stored(conn, batch.nodes)
+                    and _all_new(conn, batch.nodes)
                 )
                 added = {
                     count: _copy_rows(conn, table, rows, direct=fresh and table in _OWN_ROWS)
@@ -348,16 +348,17 @@ def _write_rows(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> 
     return [cur]
 
 
-def _any_stored(conn: Connection, nodes: Sequence[MemoryNode]) -> bool:
-    """Whether any of ``nodes`` is stored already (an indexed probe per project)."""
+def _all_new(conn: Connection, nodes: Sequence[MemoryNode]) -> bool:
+    """Whether none of ``nodes`` is stored and this role may COPY into the tables (no
+    row-level security applies to it): an indexed probe per project."""
     by_project: dict[ProjectId, list[Sha256Hash]] = {}
     for node in nodes:
         by_project.setdefault(node.project, []).append(node.sha256)
     for project, shas in by_project.items():
         row = conn.execute(query("nodes_stored"), {"project": project, "shas": shas}).fetchone()
-        if row and row["stored"]:
-            return True
-    return False
+        if row is None or row["stored"] or row["secured"]:
+            return False
+    return True
 
 
 def _copy_rows(
@@ -366,7 +367,8 @@ def _copy_rows(
     """Insert ``rows`` into ``table`` by COPY; how many were new. Through a staging table
     merged into the table, skipping the rows stored already; ``direct``, rows expected new
     are copied into the table itself, and only if one is stored after all (written since
-    by another ingest) is that COPY undone (a savepoint) and the staging table used."""
+    by another ingest), or the COPY is refused, is that COPY undone (a savepoint) and the
+    staging table used."""
     if not rows:
         return 0
     with conn.cursor() as cur:
@@ -376,7 +378,7 @@ def _copy_rows(
                     for row in rows:
                         copy.write_row(row)
                 return len(rows)
-            except UniqueViolation:
+            except (UniqueViolation, FeatureNotSupported):
                 pass
         cur.execute(table.statement("create_stage"))
         with cur.copy(table.statement("copy_stage")) as stage:

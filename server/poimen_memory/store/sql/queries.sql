@@ -22,11 +22,14 @@ COPY {stage} ({columns}) FROM STDIN;
 COPY {table} ({columns}) FROM STDIN;
 
 -- name: nodes_stored
--- Whether any of the nodes is stored already (a batch of new nodes is copied straight in).
+-- Whether any of the nodes is stored already, and whether row-level security applies to this
+-- role (COPY into a table refuses it): a batch of new nodes is copied straight in otherwise.
 SELECT EXISTS (
     SELECT 1 FROM memory_node
     WHERE project = %(project)s AND sha256 = ANY(%(shas)s::text[])
-) AS stored;
+) AS stored,
+row_security_active('memory_node') OR row_security_active('memory_edge')
+    OR row_security_active('git_anchor') AS secured;
 
 -- name: merge_stage
 INSERT INTO {table} ({columns}) SELECT {columns} FROM {stage}
