@@ -46,6 +46,7 @@ NOT_EXPLAINED: dict[str, str] = {
     "insert_rows": "a template: {table}, {columns}, {values} are composed in store/writes.py",
     "create_stage": "CREATE TEMP TABLE ... AS: a template, and EXPLAIN does not take CREATE",
     "copy_stage": "COPY: EXPLAIN does not take it (and a template)",
+    "copy_table": "COPY: EXPLAIN does not take it (and a template)",
     "merge_stage": "a template ({table}, {stage}); it reads the temporary stage table",
     "allow_slow_statements": "SET LOCAL: EXPLAIN does not take it",
     "analyze_anchors": "ANALYZE: EXPLAIN does not take it",
