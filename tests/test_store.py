@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import string
+import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -165,16 +167,45 @@ def test_copy_of_new_nodes_goes_straight_in_and_a_partly_stored_batch_adds_the_r
 
 
 def test_copy_straight_in_that_meets_a_stored_row_falls_back_to_the_stage(
-    store: Store, store_dsn: str, project: ProjectId, monkeypatch: pytest.MonkeyPatch
+    store: Store, store_dsn: str, project: ProjectId
 ) -> None:
-    """Nodes found new by the probe but stored before the COPY (another ingest's, in
-    between): that COPY is undone and the rows are merged, the stored ones skipped."""
-    import poimen_memory.store.writes as writes
-
+    """A node the probe found new but another transaction writes meanwhile (held open here
+    until the COPY waits for it, then committed): that COPY is undone and the rows are
+    merged, the one stored skipped."""
     batch, _ = graph(project)
-    store.insert_batch(batch, use_copy=True)
+    first = batch.nodes[0]
+    result: list[InsertCounts | BaseException] = []
+
+    def write() -> None:
+        try:
+            result.append(store.insert_batch(batch, use_copy=True))
+        except BaseException as exc:  # said below
+            result.append(exc)
+
+    with psycopg.connect(store_dsn) as other, psycopg.connect(store_dsn, autocommit=True) as seen:
+        other.execute(  # not committed yet: the probe cannot see it
+            "INSERT INTO memory_node (project, sha256, level, query_id, run_id, t, text,"
+            " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (project.value, first.sha256.value, first.level.value, None, first.run_id.value,
+             first.t, first.text, first.created_at),
+        )  # fmt: skip
+        writer = threading.Thread(target=write)
+        writer.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the COPY waits for the other's row
+            waiting = seen.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if waiting and waiting[0]:
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the batch's COPY never waited for the other transaction")
+        other.commit()
+        writer.join(30)
+    assert result == [InsertCounts(nodes=4, edges=5, commits=2, anchors=2)]
     before = snapshot(store_dsn)
-    monkeypatch.setattr(writes, "_all_new", lambda conn, nodes: True)  # the race
     assert store.insert_batch(batch, use_copy=True) == InsertCounts()
     assert snapshot(store_dsn) == before
     extra = mk(project, Level.L0, "one more", (batch.nodes[0].sha256,))
